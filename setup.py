@@ -1,0 +1,27 @@
+"""Packaging for bert4long: BERT-family models for long documents on Keras 3."""
+import pathlib
+import re
+
+from setuptools import find_packages, setup
+
+HERE = pathlib.Path(__file__).parent
+VERSION = re.search(r'__version__ = "([^"]+)"', (HERE / "bert4long" / "__init__.py").read_text()).group(1)
+REQUIREMENTS = [
+    line.strip()
+    for line in (HERE / "requirements.txt").read_text().splitlines()
+    if line.strip() and not line.startswith("#")
+]
+
+setup(
+    name="bert4long",
+    version=VERSION,
+    description="Pretrained BERT-family models that read long documents (Keras 3 / TensorFlow)",
+    long_description=(HERE / "README.md").read_text(encoding="utf-8"),
+    long_description_content_type="text/markdown",
+    license="Apache-2.0",
+    python_requires=">=3.10",
+    packages=find_packages(include=["bert4long", "bert4long.*"]),
+    install_requires=REQUIREMENTS,
+    extras_require={"test": ["pytest>=7", "hypothesis>=6"]},
+    entry_points={"console_scripts": ["bert4long=bert4long.cli:main"]},
+)
