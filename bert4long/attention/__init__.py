@@ -1,0 +1,14 @@
+"""Attention kernels: the one seam where long-text attention variants plug in.
+
+`bert4long.layers.MultiHeadAttention` projects hidden states to queries, keys and
+values with the checkpoint's weights, then hands them to an `AttentionKernel`
+looked up by name with `get_attention_kernel`.
+"""
+from bert4long.attention.base import (
+    AttentionKernel,
+    FullAttention,
+    get_attention_kernel,
+    register_attention_kernel,
+)
+
+__all__ = ["AttentionKernel", "FullAttention", "get_attention_kernel", "register_attention_kernel"]

@@ -1,0 +1,136 @@
+"""The attention-kernel seam and the exact (full) softmax attention.
+
+A kernel receives projected queries, keys and values shaped
+``[batch, length, heads, head_dim]`` and returns ``[batch, length, heads, head_dim]``.
+Masking conventions shared by every kernel:
+
+* ``key_mask``: ``[batch, length]`` bool, True where the key is a real token
+  (token id != 0). Padded keys never receive attention.
+* ``bias``: optional additive float bias broadcastable to
+  ``[batch, heads, q_length, k_length]`` (UniLM masks, relative positions).
+  Kernels that cannot honour a dense bias raise ``ValueError`` at build time.
+* ``causal``: a Python bool fixed at construction (``application='lm'``).
+
+Scores and softmax are computed in float32 whatever the compute dtype
+(mixed precision), and dropout on attention probabilities goes through
+`AttentionKernel.dropout_probs` so that every variant drops the same way.
+"""
+import math
+
+import keras
+from keras import ops
+
+MASKED_SCORE = -1e12  # bert4keras's -K.infinity(): exp() underflows to exactly 0.
+
+_KERNELS = {}
+
+
+def register_attention_kernel(name):
+    """Class decorator: make a kernel available as ``attention=name``."""
+
+    def decorator(cls):
+        _KERNELS[name] = cls
+        cls.kernel_name = name
+        return keras.saving.register_keras_serializable(package="bert4long")(cls)
+
+    return decorator
+
+
+def get_attention_kernel(attention, **config):
+    """Instantiate the kernel registered under ``attention`` with ``config``.
+
+    Example:
+    >>> from bert4long.attention import get_attention_kernel
+    >>> kernel = get_attention_kernel("full", dropout_rate=0.1)
+    """
+    if isinstance(attention, AttentionKernel):
+        return attention
+    if attention not in _KERNELS:
+        raise ValueError(
+            f"Unknown attention {attention!r}. Choose one of {sorted(_KERNELS)} "
+            "(build_transformer_model(..., attention=NAME, attention_config={...}))."
+        )
+    return _KERNELS[attention](**config)
+
+
+class AttentionKernel(keras.layers.Layer):
+    """Base class of attention kernels (see module docstring for the contract).
+
+    Args:
+        dropout_rate: dropout on attention probabilities (kernels that never form
+            probabilities, such as linear attention, document what they do instead).
+        causal: mask keys after the query (left-to-right language model).
+        seed: seed of the dropout and of any random pattern the kernel draws.
+
+    Subclasses implement `attend(q, k, v, key_mask, bias, training)`; they may
+    create weights in `build_kernel(num_heads, head_dim, hidden_dim)` and may set
+    `supports_bias = False` when a dense ``[L, L]`` bias cannot be applied.
+    """
+
+    supports_bias = True
+
+    def __init__(self, dropout_rate=0.0, causal=False, seed=None, **kwargs):
+        super().__init__(**kwargs)
+        self.dropout_rate = dropout_rate
+        self.causal = causal
+        self.seed = seed
+        self.probs_dropout = keras.layers.Dropout(dropout_rate, seed=seed, name="probs_dropout")
+
+    def build_kernel(self, num_heads, head_dim, hidden_dim):
+        """Create kernel-owned weights (none by default)."""
+
+    def init_from_projections(self, q_dense, k_dense, v_dense):
+        """Called after checkpoint weights are loaded (e.g. to copy local into global projections)."""
+
+    def dropout_probs(self, probs, training=None):
+        return self.probs_dropout(probs, training=training)
+
+    def call(self, q, k, v, key_mask, bias=None, hidden=None, training=None):
+        if bias is not None and not self.supports_bias:
+            raise ValueError(
+                f"attention={self.kernel_name!r} cannot apply a dense attention bias "
+                "(application='unilm' or relative-position models); use attention='full' "
+                "or attention='chunked'."
+            )
+        return self.attend(q, k, v, key_mask=key_mask, bias=bias, hidden=hidden, training=training)
+
+    def attend(self, q, k, v, key_mask, bias=None, hidden=None, training=None):
+        raise NotImplementedError
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(dropout_rate=self.dropout_rate, causal=self.causal, seed=self.seed)
+        return config
+
+
+def causal_keep(q_positions, k_positions):
+    """Bool ``[q, k]``: True where key position <= query position."""
+    return ops.less_equal(ops.expand_dims(k_positions, 0), ops.expand_dims(q_positions, 1))
+
+
+@register_attention_kernel("full")
+class FullAttention(AttentionKernel):
+    """Exact softmax attention materialising the ``[heads, L, L]`` score matrix.
+
+    Example:
+    >>> import numpy as np
+    >>> from bert4long.attention import FullAttention
+    >>> q = np.random.rand(1, 5, 2, 4).astype("float32")
+    >>> FullAttention()(q, q, q, np.ones((1, 5), bool)).shape
+    TensorShape([1, 5, 2, 4])
+    """
+
+    def attend(self, q, k, v, key_mask, bias=None, hidden=None, training=None):
+        head_dim = q.shape[-1]
+        scores = ops.einsum("bqhd,bkhd->bhqk", q, k)
+        scores = ops.cast(scores, "float32") / math.sqrt(head_dim)
+        if bias is not None:
+            scores = scores + ops.cast(bias, "float32")
+        keep = ops.cast(key_mask, "bool")[:, None, None, :]
+        if self.causal:
+            positions = ops.arange(ops.shape(q)[1])
+            keep = ops.logical_and(keep, causal_keep(positions, positions)[None, None])
+        scores = ops.where(keep, scores, MASKED_SCORE)
+        probs = ops.softmax(scores, axis=-1)
+        probs = self.dropout_probs(probs, training=training)
+        return ops.einsum("bhqk,bkhd->bqhd", ops.cast(probs, v.dtype), v)

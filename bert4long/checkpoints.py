@@ -1,0 +1,125 @@
+"""Read and write TensorFlow checkpoints in the original (Google) variable layout.
+
+Checkpoints are read with `tf.train.load_checkpoint` and written with the
+`SaveV2` op, so what bert4long writes is a standard TF checkpoint
+(``prefix.index`` + ``prefix.data-00000-of-00001``) that Google's code, Hugging
+Face's converters and `tf.train.list_variables` read by its original names.
+"""
+import os
+import shutil
+import tempfile
+
+import numpy as np
+import tensorflow as tf
+
+OPTIMIZER_SLOT_SUFFIXES = ("/adam_m", "/adam_v", "/Adam", "/Adam_1", "/LAMB", "/LAMB_1")
+CHECKPOINT_FILENAMES = ("bert_model.ckpt", "albert_model.ckpt", "model.ckpt")
+
+
+def resolve_checkpoint(path):
+    """Return the checkpoint prefix for ``path`` (a prefix, an ``.index`` file or a folder).
+
+    Example:
+    >>> from bert4long.checkpoints import resolve_checkpoint
+    >>> resolve_checkpoint("/models/uncased_L-12_H-768_A-12")  # doctest: +SKIP
+    '/models/uncased_L-12_H-768_A-12/bert_model.ckpt'
+    """
+    if path is None:
+        raise ValueError("No checkpoint_path given: pass the checkpoint prefix, e.g. '.../bert_model.ckpt'.")
+    path = os.fspath(path)
+    if path.endswith(".index"):
+        path = path[: -len(".index")]
+    if os.path.isfile(path + ".index"):
+        return path
+    if os.path.isdir(path):
+        for name in CHECKPOINT_FILENAMES:
+            if os.path.isfile(os.path.join(path, name + ".index")):
+                return os.path.join(path, name)
+        latest = tf.train.latest_checkpoint(path)
+        if latest:
+            return latest
+        indexes = sorted(f for f in os.listdir(path) if f.endswith(".index"))
+        if len(indexes) == 1:
+            return os.path.join(path, indexes[0][: -len(".index")])
+        raise FileNotFoundError(
+            f"No TensorFlow checkpoint found in folder {path!r} (looked for "
+            f"{', '.join(n + '.index' for n in CHECKPOINT_FILENAMES)}): pass the checkpoint prefix "
+            "explicitly, e.g. checkpoint_path='.../bert_model.ckpt'."
+        )
+    raise FileNotFoundError(
+        f"Checkpoint not found: {path!r} has no {path + '.index'!r}. Pass the prefix of the "
+        "checkpoint files (for 'bert_model.ckpt.index' and 'bert_model.ckpt.data-00000-of-00001' "
+        "pass '.../bert_model.ckpt') or the folder that holds them."
+    )
+
+
+class CheckpointReader:
+    """Name-keyed access to the model variables of a checkpoint (optimizer slots hidden).
+
+    Example:
+    >>> from bert4long.checkpoints import CheckpointReader
+    >>> reader = CheckpointReader("bert_model.ckpt")  # doctest: +SKIP
+    >>> reader.shape("bert/embeddings/word_embeddings")  # doctest: +SKIP
+    (30522, 768)
+    """
+
+    def __init__(self, path):
+        self.prefix = resolve_checkpoint(path)
+        try:
+            self._reader = tf.train.load_checkpoint(self.prefix)
+        except Exception as error:  # corrupt or truncated files
+            raise ValueError(f"Cannot read checkpoint {self.prefix!r}: {error}") from error
+        self.shapes = {
+            name: tuple(shape)
+            for name, shape in self._reader.get_variable_to_shape_map().items()
+            if not name.endswith(OPTIMIZER_SLOT_SUFFIXES)
+        }
+
+    def __contains__(self, name):
+        return name in self.shapes
+
+    def names(self):
+        return sorted(self.shapes)
+
+    def shape(self, name):
+        return self.shapes[name]
+
+    def get(self, name):
+        if name not in self.shapes:
+            raise KeyError(name)
+        return self._reader.get_tensor(name)
+
+
+def write_checkpoint(prefix, variables):
+    """Write ``{name: array}`` as a TF checkpoint at ``prefix``, atomically per file.
+
+    The files are written in a temporary folder beside the target and moved into
+    place (data first, then index), so an interrupted write never leaves a
+    truncated file under the final name.
+
+    Example:
+    >>> import numpy as np, tempfile, os
+    >>> from bert4long.checkpoints import write_checkpoint, CheckpointReader
+    >>> prefix = os.path.join(tempfile.mkdtemp(), "bert_model.ckpt")
+    >>> write_checkpoint(prefix, {"bert/pooler/dense/bias": np.zeros(4, "float32")})
+    >>> CheckpointReader(prefix).shape("bert/pooler/dense/bias")
+    (4,)
+    """
+    prefix = os.path.abspath(os.fspath(prefix))
+    directory = os.path.dirname(prefix)
+    os.makedirs(directory, exist_ok=True)
+    names = sorted(variables)
+    tmp_dir = tempfile.mkdtemp(prefix=".tmp-ckpt-", dir=directory)
+    try:
+        tmp_prefix = os.path.join(tmp_dir, os.path.basename(prefix))
+        tf.raw_ops.SaveV2(
+            prefix=tmp_prefix,
+            tensor_names=names,
+            shape_and_slices=[""] * len(names),
+            tensors=[tf.convert_to_tensor(np.asarray(variables[n])) for n in names],
+        )
+        produced = sorted(os.listdir(tmp_dir), key=lambda f: f.endswith(".index"))
+        for filename in produced:
+            os.replace(os.path.join(tmp_dir, filename), os.path.join(directory, filename))
+    finally:
+        shutil.rmtree(tmp_dir, ignore_errors=True)

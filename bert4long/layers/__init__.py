@@ -1,0 +1,24 @@
+"""Public Keras layers of bert4long (all registered for `.keras` serialization)."""
+from bert4long.layers.activations import gelu_erf, gelu_tanh, get_activation, set_default_gelu
+from bert4long.layers.attention import MultiHeadAttention
+from bert4long.layers.embeddings import Embedding, HierarchicalPositionEmbedding, PositionEmbedding
+from bert4long.layers.feedforward import FeedForward
+from bert4long.layers.heads import BiasAdd, GatherPositions, TakeToken
+from bert4long.layers.masks import PaddingMask, UniLMMask
+
+__all__ = [
+    "BiasAdd",
+    "Embedding",
+    "FeedForward",
+    "GatherPositions",
+    "HierarchicalPositionEmbedding",
+    "MultiHeadAttention",
+    "PaddingMask",
+    "PositionEmbedding",
+    "TakeToken",
+    "UniLMMask",
+    "gelu_erf",
+    "gelu_tanh",
+    "get_activation",
+    "set_default_gelu",
+]

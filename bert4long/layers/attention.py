@@ -1,0 +1,135 @@
+"""Multi-head self-attention with a pluggable attention kernel."""
+import keras
+from keras import ops
+
+from bert4long.attention import get_attention_kernel
+
+
+@keras.saving.register_keras_serializable(package="bert4long")
+class MultiHeadAttention(keras.layers.Layer):
+    """Multi-head self-attention: BERT's Q/K/V/O projections around a swappable kernel.
+
+    The projections carry the checkpoint weights; how queries meet keys is the
+    job of the attention kernel named by ``attention`` (``'full'`` by default; see
+    `bert4long.attention` for the long-text variants and their ``attention_config``).
+
+    Args:
+        heads: number of attention heads.
+        head_size: size of each head's values.
+        out_dim: output size (defaults to the input size).
+        key_size: size of each head's queries/keys (defaults to ``head_size``).
+        use_bias: whether the projections have biases.
+        attention_dropout: dropout rate on attention probabilities.
+        attention: kernel name (``'full'``, ``'chunked'``, ``'sliding_window'``, ...).
+        attention_config: dict of kernel options.
+        causal: mask keys after each query (``application='lm'``).
+        kernel_initializer: initializer of the projection kernels.
+
+    Call arguments:
+        inputs: ``[x, key_mask]`` or ``[x, key_mask, bias]``: hidden states
+            ``[batch, length, dim]``, bool ``[batch, length]`` (True for real tokens) and
+            an optional additive bias broadcastable to ``[batch, heads, length, length]``.
+        training: enables dropout.
+
+    Example:
+    >>> import numpy as np
+    >>> from bert4long.layers import MultiHeadAttention
+    >>> layer = MultiHeadAttention(heads=2, head_size=4)
+    >>> x = np.random.rand(1, 6, 8).astype("float32")
+    >>> tuple(layer([x, np.ones((1, 6), bool)]).shape)
+    (1, 6, 8)
+    """
+
+    def __init__(
+        self,
+        heads,
+        head_size,
+        out_dim=None,
+        key_size=None,
+        use_bias=True,
+        attention_dropout=0.0,
+        attention="full",
+        attention_config=None,
+        causal=False,
+        kernel_initializer="glorot_uniform",
+        **kwargs,
+    ):
+        super().__init__(**kwargs)
+        self.heads = heads
+        self.head_size = head_size
+        self.out_dim = out_dim
+        self.key_size = key_size or head_size
+        self.use_bias = use_bias
+        self.attention_dropout = attention_dropout
+        self.attention = attention
+        self.attention_config = dict(attention_config or {})
+        self.causal = causal
+        self.kernel_initializer = keras.initializers.get(kernel_initializer)
+        self.kernel = get_attention_kernel(
+            attention,
+            dropout_rate=attention_dropout,
+            causal=causal,
+            name="attention_kernel",
+            dtype=self.dtype_policy,
+            **self.attention_config,
+        )
+
+    def _dense(self, units, name):
+        return keras.layers.Dense(
+            units,
+            use_bias=self.use_bias,
+            kernel_initializer=self.kernel_initializer,
+            name=name,
+            dtype=self.dtype_policy,
+        )
+
+    def build(self, input_shape):
+        hidden_dim = input_shape[0][-1]
+        out_dim = self.out_dim or hidden_dim
+        self.q_dense = self._dense(self.heads * self.key_size, "query")
+        self.k_dense = self._dense(self.heads * self.key_size, "key")
+        self.v_dense = self._dense(self.heads * self.head_size, "value")
+        self.o_dense = self._dense(out_dim, "output")
+        for dense in (self.q_dense, self.k_dense, self.v_dense):
+            dense.build(input_shape[0])
+        self.o_dense.build(tuple(input_shape[0][:-1]) + (self.heads * self.head_size,))
+        self.kernel.build_kernel(self.heads, self.key_size, hidden_dim)
+
+    def _split_heads(self, x, size):
+        shape = ops.shape(x)
+        return ops.reshape(x, (shape[0], shape[1], self.heads, size))
+
+    def call(self, inputs, training=None):
+        x, key_mask = inputs[0], inputs[1]
+        bias = inputs[2] if len(inputs) > 2 else None
+        q = self._split_heads(self.q_dense(x), self.key_size)
+        k = self._split_heads(self.k_dense(x), self.key_size)
+        v = self._split_heads(self.v_dense(x), self.head_size)
+        o = self.kernel(q, k, v, key_mask, bias=bias, hidden=x, training=training)
+        shape = ops.shape(o)
+        o = ops.reshape(o, (shape[0], shape[1], self.heads * self.head_size))
+        return self.o_dense(o)
+
+    def init_kernel_from_projections(self):
+        """Let the kernel derive its own weights from the loaded Q/K/V projections."""
+        self.kernel.init_from_projections(self.q_dense, self.k_dense, self.v_dense)
+
+    def compute_output_shape(self, input_shape):
+        x_shape = input_shape[0]
+        return tuple(x_shape[:-1]) + (self.out_dim or x_shape[-1],)
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(
+            heads=self.heads,
+            head_size=self.head_size,
+            out_dim=self.out_dim,
+            key_size=self.key_size,
+            use_bias=self.use_bias,
+            attention_dropout=self.attention_dropout,
+            attention=self.attention,
+            attention_config=self.attention_config,
+            causal=self.causal,
+            kernel_initializer=keras.initializers.serialize(self.kernel_initializer),
+        )
+        return config

@@ -1,0 +1,230 @@
+"""Token and position embeddings, including hierarchical position extension."""
+import keras
+import tensorflow as tf
+from keras import ops
+
+MERGE_MODES = ("add", "mul", "zero", "concat")
+
+
+def validate_alpha(hierarchical):
+    """Turn the ``hierarchical`` option into alpha (float) or None, checking its range."""
+    if hierarchical is None or hierarchical is False:
+        return None
+    if hierarchical is True:
+        return 0.4
+    alpha = float(hierarchical)
+    if not 0.0 < alpha < 1.0 or alpha == 0.5:
+        raise ValueError(
+            f"Hierarchical position alpha must be in (0, 1) and not 0.5, got {hierarchical!r}: "
+            "alpha = 0.5 makes positions (i, j) and (j, i) identical. Use True (alpha=0.4) or "
+            "another float such as 0.3."
+        )
+    return alpha
+
+
+def hierarchical_table(embeddings, alpha, position_ids):
+    """Rows ``q[i*n + j] = alpha*u[i] + (1-alpha)*u[j]`` with ``u = (p - alpha*p[0]) / (1-alpha)``.
+
+    ``embeddings`` is the trained ``[n, dim]`` table and ``position_ids`` any integer
+    tensor of positions below ``n*n``; positions below ``n`` return the trained rows
+    exactly (bert4keras computes them through the formula, which differs by at most
+    one float32 rounding step); positions from ``n`` on use bert4keras's arithmetic
+    in the same order, so they match it bit for bit.
+    """
+    n = ops.shape(embeddings)[0]
+    u = (embeddings - alpha * embeddings[:1]) / (1.0 - alpha)
+    extended = alpha * ops.take(u, position_ids // n, axis=0) + (1.0 - alpha) * ops.take(u, position_ids % n, axis=0)
+    # Below n the formula equals the trained row up to float rounding; return the row itself so a
+    # short input gives bit-identical outputs with or without hierarchical positions.
+    trained = ops.take(embeddings, ops.minimum(position_ids, n - 1), axis=0)
+    return ops.where(ops.expand_dims(position_ids < n, -1), trained, extended)
+
+
+@keras.saving.register_keras_serializable(package="bert4long")
+class Embedding(keras.layers.Embedding):
+    """Token embedding that can also be applied in reverse (tied output projection).
+
+    Call with ``mode='embedding'`` (ids -> vectors) or ``mode='dense'``
+    (vectors -> vocabulary logits with the transposed table), as bert4keras does
+    for the masked-LM head.
+
+    Example:
+    >>> import numpy as np
+    >>> from bert4long.layers import Embedding
+    >>> layer = Embedding(10, 4)
+    >>> vectors = layer(np.array([[1, 2]]))
+    >>> tuple(layer(vectors, mode="dense").shape)
+    (1, 2, 10)
+    """
+
+    def call(self, inputs, mode="embedding"):
+        if mode == "embedding":
+            return super().call(inputs)
+        if mode != "dense":
+            raise ValueError(f"Embedding mode must be 'embedding' or 'dense', got {mode!r}.")
+        table = ops.cast(self.embeddings, inputs.dtype)
+        return ops.matmul(inputs, ops.transpose(table))
+
+    def compute_output_spec(self, inputs, mode="embedding"):
+        if mode == "dense":
+            return keras.KerasTensor(tuple(inputs.shape[:-1]) + (self.input_dim,), dtype=self.compute_dtype)
+        return keras.KerasTensor(tuple(inputs.shape) + (self.output_dim,), dtype=self.compute_dtype)
+
+
+@keras.saving.register_keras_serializable(package="bert4long")
+class PositionEmbedding(keras.layers.Layer):
+    """Trainable absolute position embedding with bert4keras's options.
+
+    Args:
+        input_dim: number of trained positions ``n`` (``max_position_embeddings``).
+        output_dim: embedding size.
+        merge_mode: how to combine with the input: ``'add'``, ``'mul'``,
+            ``'zero'`` (return only the position embeddings) or ``'concat'``.
+        hierarchical: ``None``/``False`` for plain positions (at most ``n``),
+            ``True`` (alpha 0.4) or a float alpha in (0, 1), alpha != 0.5, to place up
+            to ``n*n`` positions by hierarchical decomposition
+            (Su, "Hierarchical decomposition position encoding", 2020).
+        custom_position_ids: if True the layer is called on ``[x, position_ids]``.
+        embeddings_initializer: initializer of the ``[n, output_dim]`` table.
+
+    Call arguments:
+        inputs: ``[batch, length, dim]`` (or ``[x, position_ids]``).
+
+    Example:
+    >>> import numpy as np
+    >>> from bert4long.layers import PositionEmbedding
+    >>> layer = PositionEmbedding(8, 4, hierarchical=True)
+    >>> tuple(layer(np.zeros((1, 40, 4), "float32")).shape)   # 40 > 8 trained positions
+    (1, 40, 4)
+    """
+
+    def __init__(
+        self,
+        input_dim,
+        output_dim,
+        merge_mode="add",
+        hierarchical=None,
+        custom_position_ids=False,
+        embeddings_initializer="zeros",
+        **kwargs,
+    ):
+        super().__init__(**kwargs)
+        if merge_mode not in MERGE_MODES:
+            raise ValueError(f"merge_mode must be one of {MERGE_MODES}, got {merge_mode!r}.")
+        self.alpha = validate_alpha(hierarchical)
+        self.input_dim = input_dim
+        self.output_dim = output_dim
+        self.merge_mode = merge_mode
+        self.hierarchical = hierarchical
+        self.custom_position_ids = custom_position_ids
+        self.embeddings_initializer = keras.initializers.get(embeddings_initializer)
+
+    @property
+    def max_length(self):
+        """How many positions this layer can place."""
+        return self.input_dim * self.input_dim if self.alpha is not None else self.input_dim
+
+    def build(self, input_shape):
+        self.embeddings = self.add_weight(
+            name="embeddings",
+            shape=(self.input_dim, self.output_dim),
+            initializer=self.embeddings_initializer,
+        )
+
+    def _check_length(self, length):
+        fix = (
+            "pass hierarchical_position=True to build_transformer_model to place up to "
+            f"{self.input_dim * self.input_dim} tokens"
+            if self.alpha is None
+            else "split the document into chunks or use segment recurrence"
+        )
+        message = (
+            f"Sequence of {{}} tokens is longer than the {self.max_length} positions layer "
+            f"{self.name!r} can place: {fix}, or truncate the input."
+        )
+        if isinstance(length, int):
+            if length > self.max_length:
+                raise ValueError(message.format(length))
+            return []
+        return [tf.debugging.assert_less_equal(length, self.max_length, message=message.format("this"))]
+
+    def call(self, inputs):
+        if self.custom_position_ids:
+            inputs, position_ids = inputs
+            position_ids = ops.cast(position_ids, "int32")
+            checks = self._check_length(ops.max(position_ids) + 1)
+        else:
+            length = inputs.shape[1] if inputs.shape[1] is not None else ops.shape(inputs)[1]
+            checks = self._check_length(length)
+            position_ids = ops.arange(ops.shape(inputs)[1], dtype="int32")[None]
+        with tf.control_dependencies(checks):
+            table = ops.cast(self.embeddings, self.compute_dtype)
+            if self.alpha is not None:
+                embeddings = hierarchical_table(table, self.alpha, position_ids)
+            else:
+                embeddings = ops.take(table, position_ids, axis=0)
+        if self.merge_mode == "zero":
+            return embeddings
+        if self.merge_mode == "add":
+            return inputs + embeddings
+        if self.merge_mode == "mul":
+            return inputs * (embeddings + 1.0)
+        if not self.custom_position_ids:
+            embeddings = ops.tile(embeddings, [ops.shape(inputs)[0], 1, 1])
+        return ops.concatenate([inputs, embeddings], axis=-1)
+
+    def compute_output_shape(self, input_shape):
+        if self.custom_position_ids:
+            input_shape = input_shape[0]
+        if self.merge_mode == "concat":
+            return tuple(input_shape[:-1]) + (input_shape[-1] + self.output_dim,)
+        if self.merge_mode == "zero":
+            return (None if self.custom_position_ids else 1, input_shape[1], self.output_dim)
+        return tuple(input_shape)
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(
+            input_dim=self.input_dim,
+            output_dim=self.output_dim,
+            merge_mode=self.merge_mode,
+            hierarchical=self.hierarchical,
+            custom_position_ids=self.custom_position_ids,
+            embeddings_initializer=keras.initializers.serialize(self.embeddings_initializer),
+        )
+        return config
+
+
+@keras.saving.register_keras_serializable(package="bert4long")
+class HierarchicalPositionEmbedding(PositionEmbedding):
+    """Position embedding extended from ``n`` trained positions to ``n*n``.
+
+    ``q[i*n + j] = alpha*u[i] + (1-alpha)*u[j]`` with
+    ``u[k] = (p[k] - alpha*p[0]) / (1-alpha)``; the first ``n`` rows are exactly the
+    trained ones, so a pretrained model behaves unchanged on short inputs.
+    Numbers match bert4keras's ``PositionEmbedding(hierarchical=alpha)``.
+
+    Args:
+        input_dim: trained positions ``n``.
+        output_dim: embedding size.
+        alpha: float in (0, 1), not 0.5 (default 0.4).
+        merge_mode: ``'add'`` (default), ``'mul'``, ``'zero'`` or ``'concat'``.
+
+    Example:
+    >>> import numpy as np
+    >>> from bert4long.layers import HierarchicalPositionEmbedding
+    >>> layer = HierarchicalPositionEmbedding(512, 8, alpha=0.4)
+    >>> tuple(layer(np.zeros((1, 2048, 8), "float32")).shape)
+    (1, 2048, 8)
+
+    Reference: Su Jianlin, "层次分解位置编码，让BERT可以处理超长文本" (2020).
+    """
+
+    def __init__(self, input_dim, output_dim, alpha=0.4, merge_mode="add", **kwargs):
+        kwargs.pop("hierarchical", None)
+        super().__init__(input_dim, output_dim, merge_mode=merge_mode, hierarchical=alpha, **kwargs)
+
+    def get_config(self):
+        config = super().get_config()
+        config["alpha"] = config.pop("hierarchical")
+        return config

@@ -1,0 +1,531 @@
+"""BERT-family models built layer by layer, with original-checkpoint loading.
+
+`build_transformer_model` is the entry point bert4keras users know. Each model
+class writes its checkpoint layout down as data in `variable_mapping()`:
+``{layer name: {weight path: checkpoint variable}}``; loading and saving both
+go through that table by name, never by list order.
+"""
+import json
+import os
+
+import keras
+import numpy as np
+
+from bert4long.checkpoints import CheckpointReader, write_checkpoint
+from bert4long.layers import (
+    BiasAdd,
+    Embedding,
+    FeedForward,
+    GatherPositions,
+    MultiHeadAttention,
+    PaddingMask,
+    PositionEmbedding,
+    TakeToken,
+    UniLMMask,
+)
+from bert4long.layers.activations import get_activation
+from bert4long.layers.embeddings import validate_alpha
+
+APPLICATIONS = ("encoder", "lm", "unilm")
+LAYER_NORM_EPSILON = 1e-12
+
+
+class Transformer:
+    """Base builder: configuration, inputs, the layer stack and checkpoint I/O.
+
+    Subclasses implement `apply_embeddings`, `apply_main_layers`,
+    `apply_final_layers` and `variable_mapping`.
+    """
+
+    def __init__(
+        self,
+        vocab_size,
+        hidden_size,
+        num_hidden_layers,
+        num_attention_heads,
+        intermediate_size,
+        hidden_act="gelu",
+        embedding_size=None,
+        attention_head_size=None,
+        attention_key_size=None,
+        dropout_rate=0.0,
+        attention_dropout_rate=0.0,
+        max_position=512,
+        segment_vocab_size=2,
+        sequence_length=None,
+        keep_tokens=None,
+        hierarchical_position=None,
+        custom_position_ids=False,
+        with_pool=False,
+        with_nsp=False,
+        with_mlm=False,
+        gathered_mlm=False,
+        application="encoder",
+        attention="full",
+        attention_config=None,
+        feed_forward_chunk_size=None,
+        initializer_range=0.02,
+        name=None,
+    ):
+        if application not in APPLICATIONS:
+            raise ValueError(f"Unknown application {application!r}: choose one of {APPLICATIONS}.")
+        if application == "unilm" and not segment_vocab_size:
+            raise ValueError("application='unilm' needs segment ids: do not set segment_vocab_size=0.")
+        self.vocab_size = len(keep_tokens) if keep_tokens is not None else vocab_size
+        self.hidden_size = hidden_size
+        self.num_hidden_layers = num_hidden_layers
+        self.num_attention_heads = num_attention_heads
+        self.attention_head_size = attention_head_size or hidden_size // num_attention_heads
+        self.attention_key_size = attention_key_size or self.attention_head_size
+        self.intermediate_size = intermediate_size
+        self.hidden_act = hidden_act
+        self.embedding_size = embedding_size or hidden_size
+        self.dropout_rate = dropout_rate or 0.0
+        self.attention_dropout_rate = attention_dropout_rate or 0.0
+        self.max_position = max_position
+        self.segment_vocab_size = segment_vocab_size
+        self.sequence_length = sequence_length
+        self.keep_tokens = None if keep_tokens is None else np.asarray(keep_tokens, dtype="int64")
+        self.hierarchical_position = hierarchical_position
+        alpha = validate_alpha(hierarchical_position)
+        capacity = max_position * max_position if alpha is not None else max_position
+        if sequence_length is not None and sequence_length > capacity and not custom_position_ids:
+            raise ValueError(
+                f"sequence_length={sequence_length} is longer than the {capacity} positions this model can "
+                "place: "
+                + ("pass hierarchical_position=True to place up to "
+                   f"{max_position * max_position}." if alpha is None else "split the input into chunks.")
+            )
+        self.custom_position_ids = custom_position_ids
+        self.with_nsp = with_nsp
+        self.with_pool = with_pool or with_nsp
+        self.with_mlm = with_mlm
+        self.gathered_mlm = gathered_mlm
+        if gathered_mlm and not with_mlm:
+            self.with_mlm = True
+        self.application = application
+        self.attention = attention
+        self.attention_config = dict(attention_config or {})
+        self.feed_forward_chunk_size = feed_forward_chunk_size
+        self.initializer = keras.initializers.TruncatedNormal(stddev=initializer_range)
+        self.name = name
+        self.model = None
+
+    # ----------------------------------------------------------------- building
+    def build(self):
+        """Create the Keras model (``self.model``)."""
+        inputs = self.get_inputs()
+        token_ids = inputs[0]
+        self.key_mask = PaddingMask(name="Padding-Mask")(token_ids)
+        self.attention_bias = None
+        if self.application == "unilm":
+            self.attention_bias = UniLMMask(name="Attention-UniLM-Mask")(inputs[1])
+        x = self.apply_embeddings(inputs)
+        for index in range(self.num_hidden_layers):
+            x = self.apply_main_layers(x, index)
+        outputs = self.apply_final_layers(x)
+        self.model = keras.Model(inputs, outputs, name=self.name or type(self).__name__.lower())
+        return self.model
+
+    def get_inputs(self):
+        shape = (self.sequence_length,)
+        inputs = [keras.Input(shape, dtype="int32", name="Input-Token")]
+        if self.segment_vocab_size > 0:
+            inputs.append(keras.Input(shape, dtype="int32", name="Input-Segment"))
+        if self.custom_position_ids:
+            inputs.append(keras.Input(shape, dtype="int32", name="Input-Position"))
+        if self.gathered_mlm:
+            inputs.append(keras.Input((None,), dtype="int32", name="Input-Masked-Positions"))
+        self.inputs = inputs
+        return inputs
+
+    def input_named(self, name):
+        return next(i for i in self.inputs if i.name == name)
+
+    def dense(self, units, name, activation=None):
+        return keras.layers.Dense(units, activation=activation, kernel_initializer=self.initializer, name=name)
+
+    def layer_norm(self, name):
+        return keras.layers.LayerNormalization(epsilon=LAYER_NORM_EPSILON, name=name)
+
+    def dropout(self, name):
+        return keras.layers.Dropout(self.dropout_rate, name=name)
+
+    def attention_layer(self, name):
+        return MultiHeadAttention(
+            heads=self.num_attention_heads,
+            head_size=self.attention_head_size,
+            key_size=self.attention_key_size,
+            attention_dropout=self.attention_dropout_rate,
+            attention=self.attention,
+            attention_config=self.attention_config,
+            causal=self.application == "lm",
+            kernel_initializer=self.initializer,
+            name=name,
+        )
+
+    def attention_inputs(self, x):
+        inputs = [x, self.key_mask]
+        if self.attention_bias is not None:
+            inputs.append(self.attention_bias)
+        return inputs
+
+    # ---------------------------------------------------------- checkpoint I/O
+    def variable_mapping(self):
+        """``{layer name: {weight path: checkpoint name or (name, transform)}}``."""
+        raise NotImplementedError
+
+    def _mapped_weights(self):
+        """Yield ``(layer name, weight path, variable, checkpoint name, transform)`` for present layers."""
+        for layer_name, weights in self.variable_mapping().items():
+            try:
+                layer = self.model.get_layer(layer_name)
+            except ValueError:
+                continue  # this configuration does not build that layer (e.g. no pooler)
+            for path, target in weights.items():
+                ckpt_name, transform = (target, None) if isinstance(target, str) else target
+                variable = layer
+                for attribute in path.split("."):
+                    variable = getattr(variable, attribute)
+                yield layer_name, path, variable, ckpt_name, transform
+
+    def _to_layer(self, value, transform):
+        if transform == "transpose":
+            return value.T
+        if transform == "keep_tokens" and self.keep_tokens is not None:
+            return value[self.keep_tokens]
+        return value
+
+    def load_weights_from_checkpoint(self, checkpoint_path):
+        """Load every mapped weight by its original checkpoint name, checking shapes.
+
+        Example:
+        >>> from bert4long.models import build_transformer_model
+        >>> bert = build_transformer_model("bert_config.json", return_keras_model=False)  # doctest: +SKIP
+        >>> bert.load_weights_from_checkpoint("bert_model.ckpt")  # doctest: +SKIP
+        """
+        reader = CheckpointReader(checkpoint_path)
+        for layer_name, path, variable, ckpt_name, transform in self._mapped_weights():
+            if ckpt_name not in reader:
+                raise ValueError(
+                    f"Checkpoint {reader.prefix!r} has no variable {ckpt_name!r}, needed by layer "
+                    f"{layer_name!r} ({path}). Check that the checkpoint matches model={self.model_name!r}"
+                    + (", or build without with_pool/with_nsp/with_mlm if the checkpoint has no such head."
+                       if ckpt_name.startswith(("cls/", "bert/pooler")) else ".")
+                )
+            value = self._to_layer(reader.get(ckpt_name), transform)
+            expected = tuple(variable.shape)
+            if value.shape != expected:
+                if value.size == int(np.prod(expected)) and transform is None and value.shape[0] == expected[0]:
+                    value = value.reshape(expected)  # 3-D attention kernels stored by some exporters
+                else:
+                    raise ValueError(
+                        f"Shape mismatch: checkpoint variable {ckpt_name!r} has shape "
+                        f"{tuple(reader.shape(ckpt_name))} but layer {layer_name!r} weight {path!r} has "
+                        f"shape {expected}. Check that config_path describes this checkpoint "
+                        "(hidden_size, vocab_size, max_position_embeddings, ...)."
+                    )
+            variable.assign(value.astype(variable.dtype))
+        for layer in self.model.layers:
+            if isinstance(layer, MultiHeadAttention):
+                layer.init_kernel_from_projections()
+
+    def save_weights_as_checkpoint(self, checkpoint_path):
+        """Write the weights back in the original layout (hierarchical positions add no rows).
+
+        Example:
+        >>> bert.save_weights_as_checkpoint("out/bert_model.ckpt")  # doctest: +SKIP
+        """
+        variables = {}
+        for layer_name, path, variable, ckpt_name, transform in self._mapped_weights():
+            value = keras.ops.convert_to_numpy(variable)
+            if transform == "transpose":
+                value = value.T
+            if ckpt_name in variables and not np.array_equal(variables[ckpt_name], value):
+                raise ValueError(
+                    f"Layers map different values to checkpoint variable {ckpt_name!r} ({layer_name!r}): "
+                    f"the {self.model_name!r} layout stores one shared copy, which cannot hold unshared weights."
+                )
+            variables[ckpt_name] = value
+        write_checkpoint(checkpoint_path, variables)
+
+    model_name = "bert"
+
+
+class BERT(Transformer):
+    """BERT (and RoBERTa, which shares its architecture and Google layout)."""
+
+    model_name = "bert"
+
+    def apply_embeddings(self, inputs):
+        token_ids = inputs[0]
+        self.token_embedding = Embedding(
+            self.vocab_size, self.embedding_size, embeddings_initializer=self.initializer, name="Embedding-Token"
+        )
+        x = self.token_embedding(token_ids)
+        if self.segment_vocab_size > 0:
+            s = keras.layers.Embedding(
+                self.segment_vocab_size,
+                self.embedding_size,
+                embeddings_initializer=self.initializer,
+                name="Embedding-Segment",
+            )(self.input_named("Input-Segment"))
+            x = keras.layers.Add(name="Embedding-Token-Segment")([x, s])
+        position_layer = PositionEmbedding(
+            self.max_position,
+            self.embedding_size,
+            merge_mode="add",
+            hierarchical=self.hierarchical_position,
+            custom_position_ids=self.custom_position_ids,
+            embeddings_initializer=self.initializer,
+            name="Embedding-Position",
+        )
+        x = position_layer([x, self.input_named("Input-Position")] if self.custom_position_ids else x)
+        x = self.layer_norm("Embedding-Norm")(x)
+        x = self.dropout("Embedding-Dropout")(x)
+        if self.embedding_size != self.hidden_size:
+            x = self.dense(self.hidden_size, "Embedding-Mapping")(x)
+        return x
+
+    def layer_names(self, index):
+        return f"Transformer-{index}-MultiHeadSelfAttention", f"Transformer-{index}-FeedForward"
+
+    def apply_main_layers(self, x, index):
+        attention_name, feed_forward_name = self.layer_names(index)
+        residual = x
+        x = self.reuse(attention_name, self.attention_layer)(self.attention_inputs(x))
+        x = self.reuse(attention_name + "-Dropout", self.dropout)(x)
+        x = self.reuse(attention_name + "-Add", lambda n: keras.layers.Add(name=n))([residual, x])
+        x = self.reuse(attention_name + "-Norm", self.layer_norm)(x)
+        residual = x
+        x = self.reuse(feed_forward_name, self.feed_forward_layer)(x)
+        x = self.reuse(feed_forward_name + "-Dropout", self.dropout)(x)
+        x = self.reuse(feed_forward_name + "-Add", lambda n: keras.layers.Add(name=n))([residual, x])
+        return self.reuse(feed_forward_name + "-Norm", self.layer_norm)(x)
+
+    def reuse(self, name, factory):
+        """Return the layer called ``name``, creating it once (ALBERT shares layers across depth)."""
+        cache = self.__dict__.setdefault("_layers", {})
+        if name not in cache:
+            cache[name] = factory(name)
+        return cache[name]
+
+    def feed_forward_layer(self, name):
+        return FeedForward(
+            self.intermediate_size,
+            activation=self.hidden_act,
+            chunk_size=self.feed_forward_chunk_size,
+            kernel_initializer=self.initializer,
+            name=name,
+        )
+
+    def apply_final_layers(self, x):
+        outputs = [x]
+        if self.with_pool:
+            pooled = TakeToken(0, name="Pooler")(x)
+            pooled = self.dense(self.hidden_size, "Pooler-Dense", activation="tanh")(pooled)
+            if self.with_nsp:
+                pooled = self.dense(2, "NSP-Proba", activation="softmax")(pooled)
+            outputs.append(pooled)
+        if self.with_mlm:
+            y = x
+            if self.gathered_mlm:
+                y = GatherPositions(name="MLM-Gather")([y, self.input_named("Input-Masked-Positions")])
+            y = self.dense(self.embedding_size, "MLM-Dense", activation=get_activation(self.hidden_act))(y)
+            y = self.layer_norm("MLM-Norm")(y)
+            y = self.token_embedding(y, mode="dense")
+            y = BiasAdd(name="MLM-Bias")(y)
+            activation = "softmax" if self.with_mlm is True else self.with_mlm
+            y = keras.layers.Activation(activation, dtype="float32", name="MLM-Activation")(y)
+            outputs.append(y)
+        if len(outputs) == 1:
+            return outputs[0]
+        if len(outputs) == 2:
+            return outputs[1]
+        return outputs[1:]
+
+    def embedding_mapping(self):
+        return {
+            "Embedding-Token": {"embeddings": ("bert/embeddings/word_embeddings", "keep_tokens")},
+            "Embedding-Segment": {"embeddings": "bert/embeddings/token_type_embeddings"},
+            "Embedding-Position": {"embeddings": "bert/embeddings/position_embeddings"},
+            "Embedding-Norm": {"gamma": "bert/embeddings/LayerNorm/gamma", "beta": "bert/embeddings/LayerNorm/beta"},
+            "Embedding-Mapping": {
+                "kernel": "bert/encoder/embedding_hidden_mapping_in/kernel",
+                "bias": "bert/encoder/embedding_hidden_mapping_in/bias",
+            },
+        }
+
+    def head_mapping(self):
+        return {
+            "Pooler-Dense": {"kernel": "bert/pooler/dense/kernel", "bias": "bert/pooler/dense/bias"},
+            "NSP-Proba": {
+                "kernel": ("cls/seq_relationship/output_weights", "transpose"),
+                "bias": "cls/seq_relationship/output_bias",
+            },
+            "MLM-Dense": {
+                "kernel": "cls/predictions/transform/dense/kernel",
+                "bias": "cls/predictions/transform/dense/bias",
+            },
+            "MLM-Norm": {
+                "gamma": "cls/predictions/transform/LayerNorm/gamma",
+                "beta": "cls/predictions/transform/LayerNorm/beta",
+            },
+            "MLM-Bias": {"bias": ("cls/predictions/output_bias", "keep_tokens")},
+        }
+
+    @staticmethod
+    def block_mapping(prefix, attention="attention/", intermediate="intermediate/", output="output/",
+                      attention_norm="attention/output/LayerNorm/", output_norm="output/LayerNorm/"):
+        """Mapping of one transformer block whose variables start with ``prefix``."""
+
+        def dense(sub):
+            return {"kernel": prefix + sub + "kernel", "bias": prefix + sub + "bias"}
+
+        def norm(sub):
+            return {"gamma": prefix + sub + "gamma", "beta": prefix + sub + "beta"}
+
+        attention_weights = {}
+        for attr, sub in (("q_dense", "self/query/"), ("k_dense", "self/key/"), ("v_dense", "self/value/"),
+                          ("o_dense", "output/dense/")):
+            attention_weights.update({f"{attr}.{k}": v for k, v in dense(attention + sub).items()})
+        feed_forward = {f"intermediate_dense.{k}": v for k, v in dense(intermediate + "dense/").items()}
+        feed_forward.update({f"output_dense.{k}": v for k, v in dense(output + "dense/").items()})
+        return {"attention": attention_weights, "attention_norm": norm(attention_norm),
+                "feed_forward": feed_forward, "feed_forward_norm": norm(output_norm)}
+
+    def variable_mapping(self):
+        mapping = self.embedding_mapping()
+        for index in range(self.num_hidden_layers):
+            attention_name, feed_forward_name = self.layer_names(index)
+            block = self.block_mapping(f"bert/encoder/layer_{index}/")
+            mapping[attention_name] = block["attention"]
+            mapping[attention_name + "-Norm"] = block["attention_norm"]
+            mapping[feed_forward_name] = block["feed_forward"]
+            mapping[feed_forward_name + "-Norm"] = block["feed_forward_norm"]
+        mapping.update(self.head_mapping())
+        return mapping
+
+
+class ALBERT(BERT):
+    """ALBERT: factorised embeddings and one transformer block shared across depth
+    (google-research/albert TF1 layout, ``bert/encoder/transformer/group_0/inner_group_0/``)."""
+
+    model_name = "albert"
+    ALBERT_PREFIX = "bert/encoder/transformer/group_0/inner_group_0/"
+
+    def layer_names(self, index):
+        return "Transformer-MultiHeadSelfAttention", "Transformer-FeedForward"
+
+    def albert_block(self):
+        return self.block_mapping(
+            self.ALBERT_PREFIX,
+            attention="attention_1/",
+            intermediate="ffn_1/intermediate/",
+            output="ffn_1/intermediate/output/",
+            attention_norm="LayerNorm/",
+            output_norm="LayerNorm_1/",
+        )
+
+    def variable_mapping(self):
+        mapping = self.embedding_mapping()
+        block = self.albert_block()
+        for index in range(self.num_hidden_layers):
+            attention_name, feed_forward_name = self.layer_names(index)
+            mapping[attention_name] = block["attention"]
+            mapping[attention_name + "-Norm"] = block["attention_norm"]
+            mapping[feed_forward_name] = block["feed_forward"]
+            mapping[feed_forward_name + "-Norm"] = block["feed_forward_norm"]
+        mapping.update(self.head_mapping())
+        return mapping
+
+
+class ALBERTUnshared(ALBERT):
+    """ALBERT weights loaded into separate per-layer blocks (each starts from the shared block)."""
+
+    model_name = "albert_unshared"
+
+    def layer_names(self, index):
+        return BERT.layer_names(self, index)
+
+
+MODELS = {"bert": BERT, "roberta": BERT, "albert": ALBERT, "albert_unshared": ALBERTUnshared}
+
+# bert4keras renames of Google config keys.
+CONFIG_RENAMES = {
+    "max_position": "max_position_embeddings",
+    "dropout_rate": "hidden_dropout_prob",
+    "attention_dropout_rate": "attention_probs_dropout_prob",
+    "segment_vocab_size": "type_vocab_size",
+}
+
+
+def read_config(config_path):
+    if not os.path.isfile(config_path):
+        raise FileNotFoundError(
+            f"Config file not found: {config_path!r}. Pass the model's JSON config "
+            "(e.g. 'bert_config.json' from the checkpoint folder)."
+        )
+    try:
+        with open(config_path, encoding="utf-8") as f:
+            return json.load(f)
+    except (json.JSONDecodeError, UnicodeDecodeError) as error:
+        raise ValueError(f"Config file {config_path!r} is not valid JSON: {error}") from error
+
+
+def build_transformer_model(
+    config_path=None, checkpoint_path=None, model="bert", application="encoder", return_keras_model=True, **kwargs
+):
+    """Build a BERT-family model from a JSON config and load an original checkpoint.
+
+    Keyword arguments override the config. Inputs are int32 ``[token_ids,
+    segment_ids]`` (token id 0 is padding); outputs follow bert4keras: the
+    sequence output, or the pooled/NSP output and/or MLM output when requested.
+
+    Args:
+        config_path: ``bert_config.json`` (Google keys; bert4keras renames applied).
+        checkpoint_path: checkpoint prefix or folder (``bert_model.ckpt``); None
+            leaves random weights.
+        model: ``'bert'``, ``'roberta'``, ``'albert'`` or ``'albert_unshared'``.
+        application: ``'encoder'``, ``'lm'`` (causal) or ``'unilm'`` (seq2seq mask).
+        return_keras_model: False returns the builder (with
+            ``load_weights_from_checkpoint`` / ``save_weights_as_checkpoint``).
+        **kwargs: ``with_pool``, ``with_nsp``, ``with_mlm`` (True: probabilities,
+            ``'linear'``: logits), ``gathered_mlm`` (extra input of masked positions;
+            MLM output only there), ``hierarchical_position`` (None, True = 0.4, or
+            alpha), ``segment_vocab_size``, ``sequence_length``, ``keep_tokens``,
+            ``custom_position_ids``, ``attention`` / ``attention_config`` (long-text
+            kernels), ``feed_forward_chunk_size``, and any config key.
+
+    Example:
+    >>> from bert4long.models import build_transformer_model
+    >>> model = build_transformer_model("bert_config.json", "bert_model.ckpt",
+    ...                                 hierarchical_position=True, with_mlm=True)  # doctest: +SKIP
+    """
+    configs = {}
+    if config_path is not None:
+        configs.update(read_config(config_path))
+    configs.update(kwargs)
+    for ours, google in CONFIG_RENAMES.items():
+        if ours not in configs and google in configs:
+            configs[ours] = configs[google]
+    if isinstance(model, str):
+        if model.lower() not in MODELS:
+            raise ValueError(f"Unknown model {model!r}: choose one of {sorted(MODELS)}.")
+        model_class = MODELS[model.lower()]
+    else:
+        model_class = model
+    configs["application"] = application
+    accepted = set(Transformer.__init__.__code__.co_varnames[1 : Transformer.__init__.__code__.co_argcount])
+    unknown = sorted(set(kwargs) - accepted)
+    if unknown:
+        raise TypeError(f"Unknown argument(s) {unknown} for build_transformer_model; accepted: {sorted(accepted)}.")
+    missing = [k for k in ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size")
+               if k not in configs]
+    if missing:
+        raise ValueError(f"Model configuration lacks {missing}: pass config_path (bert_config.json) or these arguments.")
+    transformer = model_class(**{k: v for k, v in configs.items() if k in accepted})
+    transformer.build()
+    if checkpoint_path is not None:
+        transformer.load_weights_from_checkpoint(checkpoint_path)
+    return transformer.model if return_keras_model else transformer

@@ -1,0 +1,114 @@
+"""Tiny checkpoints in the original Google layouts, for tests and examples.
+
+The variable names here are spelled out independently of the model classes'
+`variable_mapping()`, so a test that loads these files checks that mapping.
+"""
+import json
+import os
+
+import numpy as np
+
+from bert4long.checkpoints import write_checkpoint
+
+TINY_CONFIG = {
+    "vocab_size": 64,
+    "hidden_size": 16,
+    "num_hidden_layers": 2,
+    "num_attention_heads": 2,
+    "intermediate_size": 32,
+    "hidden_act": "gelu",
+    "hidden_dropout_prob": 0.0,
+    "attention_probs_dropout_prob": 0.0,
+    "max_position_embeddings": 16,
+    "type_vocab_size": 2,
+    "initializer_range": 0.02,
+}
+SPECIAL_TOKENS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
+
+
+def _bert_layer_variables(prefix, hidden, intermediate, draw, attention="attention/", ffn_in="intermediate/",
+                          ffn_out="output/", attention_norm="attention/output/LayerNorm/",
+                          output_norm="output/LayerNorm/"):
+    v = {}
+    for sub in ("self/query/", "self/key/", "self/value/", "output/dense/"):
+        v[prefix + attention + sub + "kernel"] = draw(hidden, hidden)
+        v[prefix + attention + sub + "bias"] = draw(hidden)
+    v[prefix + ffn_in + "dense/kernel"] = draw(hidden, intermediate)
+    v[prefix + ffn_in + "dense/bias"] = draw(intermediate)
+    v[prefix + ffn_out + "dense/kernel"] = draw(intermediate, hidden)
+    v[prefix + ffn_out + "dense/bias"] = draw(hidden)
+    for norm in (attention_norm, output_norm):
+        v[prefix + norm + "gamma"] = 1.0 + draw(hidden)
+        v[prefix + norm + "beta"] = draw(hidden)
+    return v
+
+
+def tiny_checkpoint_variables(config, model="bert", seed=0, with_optimizer_slots=True):
+    """Random float32 weights ``{original name: array}`` for ``config`` in the ``model`` layout."""
+    rng = np.random.default_rng(seed)
+
+    def draw(*shape):
+        return (rng.standard_normal(shape) * 0.2).astype("float32")
+
+    hidden, intermediate = config["hidden_size"], config["intermediate_size"]
+    embedding = config.get("embedding_size", hidden)
+    variables = {
+        "bert/embeddings/word_embeddings": draw(config["vocab_size"], embedding),
+        "bert/embeddings/token_type_embeddings": draw(config["type_vocab_size"], embedding),
+        "bert/embeddings/position_embeddings": draw(config["max_position_embeddings"], embedding),
+        "bert/embeddings/LayerNorm/gamma": 1.0 + draw(embedding),
+        "bert/embeddings/LayerNorm/beta": draw(embedding),
+        "bert/pooler/dense/kernel": draw(hidden, hidden),
+        "bert/pooler/dense/bias": draw(hidden),
+        "cls/seq_relationship/output_weights": draw(2, hidden),
+        "cls/seq_relationship/output_bias": draw(2),
+        "cls/predictions/transform/dense/kernel": draw(hidden, embedding),
+        "cls/predictions/transform/dense/bias": draw(embedding),
+        "cls/predictions/transform/LayerNorm/gamma": 1.0 + draw(embedding),
+        "cls/predictions/transform/LayerNorm/beta": draw(embedding),
+        "cls/predictions/output_bias": draw(config["vocab_size"]),
+        "global_step": np.array(1000, dtype="int64"),
+    }
+    if model == "albert":
+        variables["bert/encoder/embedding_hidden_mapping_in/kernel"] = draw(embedding, hidden)
+        variables["bert/encoder/embedding_hidden_mapping_in/bias"] = draw(hidden)
+        variables.update(_bert_layer_variables(
+            "bert/encoder/transformer/group_0/inner_group_0/", hidden, intermediate, draw,
+            attention="attention_1/", ffn_in="ffn_1/intermediate/", ffn_out="ffn_1/intermediate/output/",
+            attention_norm="LayerNorm/", output_norm="LayerNorm_1/"))
+    elif model == "bert":
+        for i in range(config["num_hidden_layers"]):
+            variables.update(_bert_layer_variables(f"bert/encoder/layer_{i}/", hidden, intermediate, draw))
+    else:
+        raise ValueError(f"No tiny checkpoint layout for model {model!r}: use 'bert' or 'albert'.")
+    if with_optimizer_slots:
+        for name in [n for n in variables if n != "global_step"]:
+            variables[name + "/adam_m"] = np.zeros_like(variables[name])
+            variables[name + "/adam_v"] = np.zeros_like(variables[name])
+    return variables
+
+
+def write_tiny_checkpoint(directory, model="bert", seed=0, **overrides):
+    """Write ``bert_config.json``, ``vocab.txt`` and ``bert_model.ckpt.*`` to ``directory``.
+
+    Returns ``(config_path, checkpoint_prefix, vocab_path)``.
+
+    Example:
+    >>> import tempfile
+    >>> from bert4long.testing import write_tiny_checkpoint
+    >>> config_path, checkpoint_path, vocab_path = write_tiny_checkpoint(tempfile.mkdtemp())
+    """
+    config = dict(TINY_CONFIG, **overrides)
+    if model == "albert":
+        config.setdefault("embedding_size", 8)
+    os.makedirs(directory, exist_ok=True)
+    config_path = os.path.join(directory, "bert_config.json")
+    with open(config_path, "w", encoding="utf-8") as f:
+        json.dump(config, f, indent=2)
+    vocab_path = os.path.join(directory, "vocab.txt")
+    words = SPECIAL_TOKENS + [f"w{i}" for i in range(config["vocab_size"] - len(SPECIAL_TOKENS))]
+    with open(vocab_path, "w", encoding="utf-8") as f:
+        f.write("\n".join(words) + "\n")
+    prefix = os.path.join(directory, "bert_model.ckpt")
+    write_checkpoint(prefix, tiny_checkpoint_variables(config, model=model, seed=seed))
+    return config_path, prefix, vocab_path
