@@ -5,6 +5,7 @@ class writes its checkpoint layout down as data in `variable_mapping()`:
 ``{layer name: {weight path: checkpoint variable}}``; loading and saving both
 go through that table by name, never by list order.
 """
+import inspect
 import json
 import os
 
@@ -12,6 +13,7 @@ import keras
 import numpy as np
 
 from bert4long.checkpoints import CheckpointReader, write_checkpoint
+from bert4long.huggingface import HuggingFaceReader, is_huggingface_folder, read_huggingface_config
 from bert4long.layers import (
     BiasAdd,
     Embedding,
@@ -24,10 +26,11 @@ from bert4long.layers import (
     UniLMMask,
 )
 from bert4long.layers.activations import get_activation
-from bert4long.layers.embeddings import validate_alpha
+from bert4long.layers.dropout import Recompute, SeededDropout, name_seed
+from bert4long.layers.position_extension import EXTENSION_METHODS, extension_capacity, validate_alpha
+from bert4long.layers.positions import check_max_relative_position
 
 APPLICATIONS = ("encoder", "lm", "unilm")
-LAYER_NORM_EPSILON = 1e-12
 
 
 class Transformer:
@@ -55,6 +58,8 @@ class Transformer:
         sequence_length=None,
         keep_tokens=None,
         hierarchical_position=None,
+        position_extension=None,
+        position_extension_length=None,
         custom_position_ids=False,
         with_pool=False,
         with_nsp=False,
@@ -64,7 +69,10 @@ class Transformer:
         attention="full",
         attention_config=None,
         feed_forward_chunk_size=None,
+        recompute=False,
         initializer_range=0.02,
+        layer_norm_epsilon=1e-12,
+        pad_token_id=0,
         name=None,
     ):
         if application not in APPLICATIONS:
@@ -86,15 +94,26 @@ class Transformer:
         self.segment_vocab_size = segment_vocab_size
         self.sequence_length = sequence_length
         self.keep_tokens = None if keep_tokens is None else np.asarray(keep_tokens, dtype="int64")
+        if position_extension in (None, "none"):
+            position_extension = "hierarchical" if validate_alpha(hierarchical_position) is not None else None
+        elif position_extension not in EXTENSION_METHODS:
+            raise ValueError(f"Unknown position_extension {position_extension!r}: choose one of "
+                             f"{EXTENSION_METHODS + ('none',)}.")
+        elif hierarchical_position and position_extension != "hierarchical":
+            raise ValueError(f"hierarchical_position={hierarchical_position!r} conflicts with "
+                             f"position_extension={position_extension!r}: give one of them.")
+        if position_extension == "hierarchical":
+            hierarchical_position = validate_alpha(hierarchical_position or True)
+        self.position_extension = position_extension
+        self.position_extension_length = position_extension_length
         self.hierarchical_position = hierarchical_position
-        alpha = validate_alpha(hierarchical_position)
-        capacity = max_position * max_position if alpha is not None else max_position
-        if sequence_length is not None and sequence_length > capacity and not custom_position_ids:
+        capacity = extension_capacity(max_position, position_extension, position_extension_length)
+        if sequence_length is not None and capacity is not None and sequence_length > capacity and not custom_position_ids:
             raise ValueError(
                 f"sequence_length={sequence_length} is longer than the {capacity} positions this model can "
                 "place: "
                 + ("pass hierarchical_position=True to place up to "
-                   f"{max_position * max_position}." if alpha is None else "split the input into chunks.")
+                   f"{max_position * max_position}." if position_extension is None else "split the input into chunks.")
             )
         self.custom_position_ids = custom_position_ids
         self.with_nsp = with_nsp
@@ -107,7 +126,10 @@ class Transformer:
         self.attention = attention
         self.attention_config = dict(attention_config or {})
         self.feed_forward_chunk_size = feed_forward_chunk_size
+        self.recompute = recompute
         self.initializer = keras.initializers.TruncatedNormal(stddev=initializer_range)
+        self.layer_norm_epsilon = layer_norm_epsilon
+        self.pad_token_id = pad_token_id
         self.name = name
         self.model = None
 
@@ -116,7 +138,7 @@ class Transformer:
         """Create the Keras model (``self.model``)."""
         inputs = self.get_inputs()
         token_ids = inputs[0]
-        self.key_mask = PaddingMask(name="Padding-Mask")(token_ids)
+        self.key_mask = PaddingMask(self.pad_token_id, name="Padding-Mask")(token_ids)
         self.attention_bias = None
         if self.application == "unilm":
             self.attention_bias = UniLMMask(name="Attention-UniLM-Mask")(inputs[1])
@@ -146,10 +168,10 @@ class Transformer:
         return keras.layers.Dense(units, activation=activation, kernel_initializer=self.initializer, name=name)
 
     def layer_norm(self, name):
-        return keras.layers.LayerNormalization(epsilon=LAYER_NORM_EPSILON, name=name)
+        return keras.layers.LayerNormalization(epsilon=self.layer_norm_epsilon, name=name)
 
     def dropout(self, name):
-        return keras.layers.Dropout(self.dropout_rate, name=name)
+        return SeededDropout(self.dropout_rate, seed=name_seed(name), name=name)
 
     def attention_layer(self, name):
         return MultiHeadAttention(
@@ -161,6 +183,8 @@ class Transformer:
             attention_config=self.attention_config,
             causal=self.application == "lm",
             kernel_initializer=self.initializer,
+            position_bias=self.position_bias,
+            max_relative_position=self.max_relative_position,
             name=name,
         )
 
@@ -204,11 +228,12 @@ class Transformer:
         >>> bert = build_transformer_model("bert_config.json", return_keras_model=False)  # doctest: +SKIP
         >>> bert.load_weights_from_checkpoint("bert_model.ckpt")  # doctest: +SKIP
         """
-        reader = CheckpointReader(checkpoint_path)
+        reader = open_checkpoint(checkpoint_path)
         for layer_name, path, variable, ckpt_name, transform in self._mapped_weights():
             if ckpt_name not in reader:
+                source = f" (safetensors key {reader.source_name(ckpt_name)})" if hasattr(reader, "source_name") else ""
                 raise ValueError(
-                    f"Checkpoint {reader.prefix!r} has no variable {ckpt_name!r}, needed by layer "
+                    f"Checkpoint {reader.prefix!r} has no variable {ckpt_name!r}{source}, needed by layer "
                     f"{layer_name!r} ({path}). Check that the checkpoint matches model={self.model_name!r}"
                     + (", or build without with_pool/with_nsp/with_mlm if the checkpoint has no such head."
                        if ckpt_name.startswith(("cls/", "bert/pooler")) else ".")
@@ -227,7 +252,7 @@ class Transformer:
                     )
             variable.assign(value.astype(variable.dtype))
         for layer in self.model.layers:
-            if isinstance(layer, MultiHeadAttention):
+            if isinstance(getattr(layer, "layer", layer), MultiHeadAttention):  # also inside Recompute
                 layer.init_kernel_from_projections()
 
     def save_weights_as_checkpoint(self, checkpoint_path):
@@ -250,6 +275,8 @@ class Transformer:
         write_checkpoint(checkpoint_path, variables)
 
     model_name = "bert"
+    position_bias = None  # positions inside attention: 'rotary' (RoFormer), 'typical_relative' (NEZHA)
+    max_relative_position = None
 
 
 class BERT(Transformer):
@@ -271,21 +298,26 @@ class BERT(Transformer):
                 name="Embedding-Segment",
             )(self.input_named("Input-Segment"))
             x = keras.layers.Add(name="Embedding-Token-Segment")([x, s])
-        position_layer = PositionEmbedding(
-            self.max_position,
-            self.embedding_size,
-            merge_mode="add",
-            hierarchical=self.hierarchical_position,
-            custom_position_ids=self.custom_position_ids,
-            embeddings_initializer=self.initializer,
-            name="Embedding-Position",
-        )
-        x = position_layer([x, self.input_named("Input-Position")] if self.custom_position_ids else x)
+        x = self.apply_position_embeddings(x)
         x = self.layer_norm("Embedding-Norm")(x)
         x = self.dropout("Embedding-Dropout")(x)
         if self.embedding_size != self.hidden_size:
             x = self.dense(self.hidden_size, "Embedding-Mapping")(x)
         return x
+
+    def apply_position_embeddings(self, x):
+        position_layer = PositionEmbedding(
+            self.max_position,
+            self.embedding_size,
+            merge_mode="add",
+            hierarchical=self.hierarchical_position,
+            extension=self.position_extension,
+            extension_length=self.position_extension_length,
+            custom_position_ids=self.custom_position_ids,
+            embeddings_initializer=self.initializer,
+            name="Embedding-Position",
+        )
+        return position_layer([x, self.input_named("Input-Position")] if self.custom_position_ids else x)
 
     def layer_names(self, index):
         return f"Transformer-{index}-MultiHeadSelfAttention", f"Transformer-{index}-FeedForward"
@@ -307,7 +339,10 @@ class BERT(Transformer):
         """Return the layer called ``name``, creating it once (ALBERT shares layers across depth)."""
         cache = self.__dict__.setdefault("_layers", {})
         if name not in cache:
-            cache[name] = factory(name)
+            layer = factory(name)
+            if self.recompute and isinstance(layer, (MultiHeadAttention, FeedForward, SeededDropout)):
+                layer = Recompute(layer)  # gradient checkpointing, same name; see bert4long.layers.dropout
+            cache[name] = layer
         return cache[name]
 
     def feed_forward_layer(self, name):
@@ -449,7 +484,151 @@ class ALBERTUnshared(ALBERT):
         return BERT.layer_names(self, index)
 
 
-MODELS = {"bert": BERT, "roberta": BERT, "albert": ALBERT, "albert_unshared": ALBERTUnshared}
+class RelativePositionBERT(BERT):
+    """Base of BERT variants whose positions enter inside attention (`Transformer.position_bias`).
+
+    They have no position table, so no length limit (``max_position`` is unused),
+    and their checkpoints are the Google BERT layout without
+    ``bert/embeddings/position_embeddings``.
+    """
+
+    def __init__(self, **kwargs):
+        for option in ("hierarchical_position", "custom_position_ids"):
+            if kwargs.get(option):
+                raise ValueError(
+                    f"model={self.model_name!r} has no position table, so {option} does not apply: "
+                    f"its {self.position_bias!r} positions already place any length. Drop {option}."
+                )
+        sequence_length = kwargs.pop("sequence_length", None)  # any length: skip the position-table check
+        super().__init__(**kwargs)
+        self.sequence_length = sequence_length
+
+    def apply_position_embeddings(self, x):
+        return x
+
+    def embedding_mapping(self):
+        mapping = super().embedding_mapping()
+        del mapping["Embedding-Position"]
+        return mapping
+
+
+class NEZHA(RelativePositionBERT):
+    """NEZHA (Huawei): functional relative positions, clipped at ``max_relative_position``.
+
+    Each attention layer adds sinusoidal embeddings of the clipped distance
+    ``clip(j - i, -m, m)`` to the keys and to the values
+    (``position_bias='typical_relative'``), which only ``attention='full'``
+    computes. Checkpoint layout: huawei-noah NEZHA-TensorFlow, i.e. Google BERT
+    names without position embeddings.
+
+    Args:
+        max_relative_position: ``m``, read from the config JSON's
+            ``max_relative_position``; 64 when absent (every released NEZHA
+            config and bert4keras's default).
+        **kwargs: `Transformer` arguments.
+
+    Example:
+    >>> from bert4long.models import build_transformer_model
+    >>> model = build_transformer_model("nezha/bert_config.json", "nezha/model.ckpt",
+    ...                                 model="nezha")  # doctest: +SKIP
+
+    Reference: Wei et al., NEZHA (2019), https://arxiv.org/abs/1909.00204.
+    """
+
+    model_name = "nezha"
+    position_bias = "typical_relative"
+
+    def __init__(self, max_relative_position=64, **kwargs):
+        super().__init__(**kwargs)
+        self.max_relative_position = check_max_relative_position(max_relative_position)
+
+
+class RoFormer(RelativePositionBERT):
+    """RoFormer (ZhuiyiTechnology): rotary position embedding on queries and keys.
+
+    Queries and keys are rotated by their position before the attention kernel
+    (``position_bias='rotary'``), so every ``attention=`` kernel works with it.
+    Checkpoint layout: Google BERT names (``bert/...``, pooler and ``cls/`` heads)
+    without position embeddings.
+
+    Example:
+    >>> from bert4long.models import build_transformer_model
+    >>> model = build_transformer_model("roformer/bert_config.json", "roformer/bert_model.ckpt",
+    ...                                 model="roformer", attention="chunked")  # doctest: +SKIP
+
+    Reference: Su et al., RoFormer (2021), https://arxiv.org/abs/2104.09864.
+    """
+
+    model_name = "roformer"
+    position_bias = "rotary"
+
+
+class ELECTRA(BERT):
+    """ELECTRA discriminator (google-research/electra layout, ``electra/...`` names).
+
+    The encoder is BERT's; with ``embedding_size != hidden_size`` the embeddings
+    are projected by ``electra/embeddings_project``. The checkpoints have no
+    pooler or MLM head.
+
+    Args:
+        with_discriminator: False returns the sequence output; True adds the
+            replaced-token head (``discriminator_predictions/dense``, ``dense_1``)
+            with a sigmoid, ``[batch, length, 1]``; a string picks another
+            activation (e.g. ``'linear'`` for logits).
+        **kwargs: `Transformer` arguments.
+
+    Example:
+    >>> from bert4long.models import build_transformer_model
+    >>> model = build_transformer_model("electra/config.json", "electra/model.ckpt",
+    ...                                 model="electra", with_discriminator=True)  # doctest: +SKIP
+
+    Reference: Clark et al., ELECTRA (2020), https://arxiv.org/abs/2003.10555.
+    """
+
+    model_name = "electra"
+
+    def __init__(self, with_discriminator=False, **kwargs):
+        heads = [k for k in ("with_pool", "with_nsp", "with_mlm", "gathered_mlm") if kwargs.get(k)]
+        if heads:
+            raise ValueError(
+                f"model='electra' has no {', '.join(heads)} head: ELECTRA discriminator checkpoints hold the "
+                "encoder and discriminator_predictions only. Pass with_discriminator=True instead."
+            )
+        super().__init__(**kwargs)
+        self.with_discriminator = with_discriminator
+
+    def apply_final_layers(self, x):
+        if not self.with_discriminator:
+            return x
+        activation = "sigmoid" if self.with_discriminator is True else self.with_discriminator
+        x = self.dense(self.hidden_size, "Discriminator-Dense", activation=get_activation(self.hidden_act))(x)
+        return self.dense(1, "Discriminator-Prediction", activation=activation)(x)
+
+    def variable_mapping(self):
+        def electra(target):
+            if isinstance(target, tuple):
+                return (electra(target[0]),) + target[1:]
+            return "electra/" + target[len("bert/"):]
+
+        mapping = super().variable_mapping()
+        for layer_name in self.head_mapping():
+            del mapping[layer_name]
+        mapping = {layer: {path: electra(t) for path, t in weights.items()} for layer, weights in mapping.items()}
+        mapping["Embedding-Mapping"] = {"kernel": "electra/embeddings_project/kernel",
+                                        "bias": "electra/embeddings_project/bias"}
+        mapping["Discriminator-Dense"] = {
+            "kernel": "discriminator_predictions/dense/kernel",
+            "bias": "discriminator_predictions/dense/bias",
+        }
+        mapping["Discriminator-Prediction"] = {
+            "kernel": "discriminator_predictions/dense_1/kernel",
+            "bias": "discriminator_predictions/dense_1/bias",
+        }
+        return mapping
+
+
+MODELS = {"bert": BERT, "roberta": BERT, "albert": ALBERT, "albert_unshared": ALBERTUnshared,
+          "nezha": NEZHA, "roformer": RoFormer, "electra": ELECTRA}
 
 # bert4keras renames of Google config keys.
 CONFIG_RENAMES = {
@@ -457,7 +636,15 @@ CONFIG_RENAMES = {
     "dropout_rate": "hidden_dropout_prob",
     "attention_dropout_rate": "attention_probs_dropout_prob",
     "segment_vocab_size": "type_vocab_size",
+    "layer_norm_epsilon": "layer_norm_eps",
 }
+
+
+def open_checkpoint(path):
+    """A name-keyed reader for a Google checkpoint (prefix or folder) or a Hugging Face folder."""
+    if is_huggingface_folder(path) and not os.path.isfile(os.path.join(path, "bert_model.ckpt.index")):
+        return HuggingFaceReader(path)
+    return CheckpointReader(path)
 
 
 def read_config(config_path):
@@ -486,7 +673,9 @@ def build_transformer_model(
         config_path: ``bert_config.json`` (Google keys; bert4keras renames applied).
         checkpoint_path: checkpoint prefix or folder (``bert_model.ckpt``); None
             leaves random weights.
-        model: ``'bert'``, ``'roberta'``, ``'albert'`` or ``'albert_unshared'``.
+        model: ``'bert'``, ``'roberta'``, ``'albert'``, ``'albert_unshared'``,
+            ``'nezha'`` (``max_relative_position``, default 64), ``'roformer'`` or
+            ``'electra'`` (``with_discriminator``); see `MODELS`.
         application: ``'encoder'``, ``'lm'`` (causal) or ``'unilm'`` (seq2seq mask).
         return_keras_model: False returns the builder (with
             ``load_weights_from_checkpoint`` / ``save_weights_as_checkpoint``).
@@ -503,8 +692,13 @@ def build_transformer_model(
     ...                                 hierarchical_position=True, with_mlm=True)  # doctest: +SKIP
     """
     configs = {}
+    if config_path is None and is_huggingface_folder(checkpoint_path):
+        config_path = os.path.join(checkpoint_path, "config.json")
     if config_path is not None:
         configs.update(read_config(config_path))
+        if "model_type" in configs:  # a Hugging Face config.json
+            configs = read_huggingface_config(config_path)
+            configs.pop("model")
     configs.update(kwargs)
     for ours, google in CONFIG_RENAMES.items():
         if ours not in configs and google in configs:
@@ -517,6 +711,7 @@ def build_transformer_model(
         model_class = model
     configs["application"] = application
     accepted = set(Transformer.__init__.__code__.co_varnames[1 : Transformer.__init__.__code__.co_argcount])
+    accepted |= set(inspect.signature(model_class.__init__).parameters) - {"self", "kwargs"}  # e.g. NEZHA's
     unknown = sorted(set(kwargs) - accepted)
     if unknown:
         raise TypeError(f"Unknown argument(s) {unknown} for build_transformer_model; accepted: {sorted(accepted)}.")

@@ -44,7 +44,14 @@ def _bert_layer_variables(prefix, hidden, intermediate, draw, attention="attenti
 
 
 def tiny_checkpoint_variables(config, model="bert", seed=0, with_optimizer_slots=True):
-    """Random float32 weights ``{original name: array}`` for ``config`` in the ``model`` layout."""
+    """Random float32 weights ``{original name: array}`` for ``config`` in the ``model`` layout.
+
+    Layouts: ``'bert'`` (Google), ``'albert'`` (google-research/albert), ``'nezha'``
+    and ``'roformer'`` (Google BERT names without ``bert/embeddings/position_embeddings``),
+    ``'electra'`` (google-research/electra discriminator: ``electra/...``,
+    ``electra/embeddings_project`` when ``embedding_size != hidden_size``,
+    ``discriminator_predictions/dense`` and ``dense_1``; no pooler or ``cls/`` head).
+    """
     rng = np.random.default_rng(seed)
 
     def draw(*shape):
@@ -76,11 +83,26 @@ def tiny_checkpoint_variables(config, model="bert", seed=0, with_optimizer_slots
             "bert/encoder/transformer/group_0/inner_group_0/", hidden, intermediate, draw,
             attention="attention_1/", ffn_in="ffn_1/intermediate/", ffn_out="ffn_1/intermediate/output/",
             attention_norm="LayerNorm/", output_norm="LayerNorm_1/"))
-    elif model == "bert":
+    elif model in ("bert", "nezha", "roformer", "electra"):
         for i in range(config["num_hidden_layers"]):
             variables.update(_bert_layer_variables(f"bert/encoder/layer_{i}/", hidden, intermediate, draw))
     else:
-        raise ValueError(f"No tiny checkpoint layout for model {model!r}: use 'bert' or 'albert'.")
+        raise ValueError(
+            f"No tiny checkpoint layout for model {model!r}: use 'bert', 'albert', 'nezha', 'roformer' or 'electra'."
+        )
+    if model in ("nezha", "roformer"):
+        del variables["bert/embeddings/position_embeddings"]
+    if model == "electra":
+        variables = {"electra/" + n[len("bert/"):]: v for n, v in variables.items()
+                     if n.startswith("bert/") and not n.startswith("bert/pooler/")}
+        if embedding != hidden:
+            variables["electra/embeddings_project/kernel"] = draw(embedding, hidden)
+            variables["electra/embeddings_project/bias"] = draw(hidden)
+        variables["discriminator_predictions/dense/kernel"] = draw(hidden, hidden)
+        variables["discriminator_predictions/dense/bias"] = draw(hidden)
+        variables["discriminator_predictions/dense_1/kernel"] = draw(hidden, 1)
+        variables["discriminator_predictions/dense_1/bias"] = draw(1)
+        variables["global_step"] = np.array(1000, dtype="int64")
     if with_optimizer_slots:
         for name in [n for n in variables if n != "global_step"]:
             variables[name + "/adam_m"] = np.zeros_like(variables[name])
@@ -99,8 +121,11 @@ def write_tiny_checkpoint(directory, model="bert", seed=0, **overrides):
     >>> config_path, checkpoint_path, vocab_path = write_tiny_checkpoint(tempfile.mkdtemp())
     """
     config = dict(TINY_CONFIG, **overrides)
-    if model == "albert":
+    if model in ("albert", "electra"):
         config.setdefault("embedding_size", 8)
+    if model == "nezha":  # as in huawei-noah's NEZHA configs
+        config.setdefault("max_relative_position", 64)
+        config.setdefault("use_relative_position", True)
     os.makedirs(directory, exist_ok=True)
     config_path = os.path.join(directory, "bert_config.json")
     with open(config_path, "w", encoding="utf-8") as f:

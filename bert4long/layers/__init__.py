@@ -5,6 +5,7 @@ from bert4long.layers.embeddings import Embedding, HierarchicalPositionEmbedding
 from bert4long.layers.feedforward import FeedForward
 from bert4long.layers.heads import BiasAdd, GatherPositions, TakeToken
 from bert4long.layers.masks import PaddingMask, UniLMMask
+from bert4long.layers.positions import RelativePositionEmbedding, SinusoidalPositionEmbedding
 
 __all__ = [
     "BiasAdd",
@@ -15,6 +16,8 @@ __all__ = [
     "MultiHeadAttention",
     "PaddingMask",
     "PositionEmbedding",
+    "RelativePositionEmbedding",
+    "SinusoidalPositionEmbedding",
     "TakeToken",
     "UniLMMask",
     "gelu_erf",

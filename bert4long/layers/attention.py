@@ -1,8 +1,20 @@
 """Multi-head self-attention with a pluggable attention kernel."""
+import math
+
 import keras
 from keras import ops
 
-from bert4long.attention import get_attention_kernel
+from bert4long.attention import FullAttention, get_attention_kernel
+from bert4long.attention.base import MASKED_SCORE, causal_keep
+from bert4long.layers.positions import (
+    RelativePositionEmbedding,
+    SinusoidalPositionEmbedding,
+    apply_rotary,
+    check_even_dim,
+    check_max_relative_position,
+)
+
+POSITION_BIASES = (None, "rotary", "typical_relative")
 
 
 @keras.saving.register_keras_serializable(package="bert4long")
@@ -24,6 +36,13 @@ class MultiHeadAttention(keras.layers.Layer):
         attention_config: dict of kernel options.
         causal: mask keys after each query (``application='lm'``).
         kernel_initializer: initializer of the projection kernels.
+        position_bias: position information added inside attention (bert4keras's
+            names): ``None``; ``'rotary'`` (RoFormer: queries and keys rotated by
+            their position before the kernel, so it works with every kernel); or
+            ``'typical_relative'`` (NEZHA: clipped sinusoidal relative embeddings
+            added to the keys and to the values; ``attention='full'`` only, and it
+            holds a ``[length, length, key_size]`` tensor per layer call).
+        max_relative_position: clipping distance of ``'typical_relative'``.
 
     Call arguments:
         inputs: ``[x, key_mask]`` or ``[x, key_mask, bias]``: hidden states
@@ -52,9 +71,13 @@ class MultiHeadAttention(keras.layers.Layer):
         attention_config=None,
         causal=False,
         kernel_initializer="glorot_uniform",
+        position_bias=None,
+        max_relative_position=None,
         **kwargs,
     ):
         super().__init__(**kwargs)
+        if position_bias not in POSITION_BIASES:
+            raise ValueError(f"position_bias must be one of {POSITION_BIASES}, got {position_bias!r}.")
         self.heads = heads
         self.head_size = head_size
         self.out_dim = out_dim
@@ -73,6 +96,23 @@ class MultiHeadAttention(keras.layers.Layer):
             dtype=self.dtype_policy,
             **self.attention_config,
         )
+        self.position_bias = position_bias
+        self.max_relative_position = max_relative_position
+        if position_bias is not None:
+            check_even_dim(self.key_size, f"position_bias={position_bias!r}")
+        if position_bias == "typical_relative":
+            check_max_relative_position(max_relative_position)
+            if not isinstance(self.kernel, FullAttention):
+                raise ValueError(
+                    f"position_bias='typical_relative' (NEZHA) adds relative embeddings to the scores and to "
+                    f"the weighted values, which only attention='full' computes; got attention={attention!r}. "
+                    "Use attention='full', or a rotary model (model='roformer') for long-text kernels."
+                )
+            if self.key_size != head_size:
+                raise ValueError(
+                    f"position_bias='typical_relative' adds the same relative embeddings to keys and values, so "
+                    f"key_size ({self.key_size}) must equal head_size ({head_size})."
+                )
 
     def _dense(self, units, name):
         return keras.layers.Dense(
@@ -94,6 +134,14 @@ class MultiHeadAttention(keras.layers.Layer):
             dense.build(input_shape[0])
         self.o_dense.build(tuple(input_shape[0][:-1]) + (self.heads * self.head_size,))
         self.kernel.build_kernel(self.heads, self.key_size, hidden_dim)
+        if self.position_bias == "rotary":
+            self.rotary_embedding = SinusoidalPositionEmbedding(  # float32 angles even under mixed precision
+                self.key_size, merge_mode="zero", name="rotary_position", dtype="float32"
+            )
+        elif self.position_bias == "typical_relative":
+            self.relative_embedding = RelativePositionEmbedding(
+                self.max_relative_position, self.key_size, name="relative_position", dtype=self.dtype_policy
+            )
 
     def _split_heads(self, x, size):
         shape = ops.shape(x)
@@ -105,10 +153,32 @@ class MultiHeadAttention(keras.layers.Layer):
         q = self._split_heads(self.q_dense(x), self.key_size)
         k = self._split_heads(self.k_dense(x), self.key_size)
         v = self._split_heads(self.v_dense(x), self.head_size)
-        o = self.kernel(q, k, v, key_mask, bias=bias, hidden=x, training=training)
+        if self.position_bias == "rotary":
+            sinusoids = self.rotary_embedding(x)
+            q, k = apply_rotary(q, sinusoids), apply_rotary(k, sinusoids)
+        if self.position_bias == "typical_relative":
+            o = self._typical_relative_attention(q, k, v, key_mask, bias, training)
+        else:
+            o = self.kernel(q, k, v, key_mask, bias=bias, hidden=x, training=training)
         shape = ops.shape(o)
         o = ops.reshape(o, (shape[0], shape[1], self.heads * self.head_size))
         return self.o_dense(o)
+
+    def _typical_relative_attention(self, q, k, v, key_mask, bias, training):
+        """Full attention with relative embeddings ``r[i, j]`` on keys and values (NEZHA):
+        ``softmax((q_i.k_j + q_i.r_ij) / sqrt(d)) @ (v_j + r_ij)``, masked and dropped as `FullAttention`."""
+        relative = self.relative_embedding([q, k])
+        scores = ops.einsum("bqhd,bkhd->bhqk", q, k) + ops.einsum("bqhd,qkd->bhqk", q, relative)
+        scores = ops.cast(scores, "float32") / math.sqrt(self.key_size)
+        if bias is not None:
+            scores = scores + ops.cast(bias, "float32")
+        keep = ops.cast(key_mask, "bool")[:, None, None, :]
+        if self.causal:
+            positions = ops.arange(ops.shape(q)[1])
+            keep = ops.logical_and(keep, causal_keep(positions, positions)[None, None])
+        probs = ops.softmax(ops.where(keep, scores, MASKED_SCORE), axis=-1)
+        probs = ops.cast(self.kernel.dropout_probs(probs, training=training), v.dtype)
+        return ops.einsum("bhqk,bkhd->bqhd", probs, v) + ops.einsum("bhqk,qkd->bqhd", probs, relative)
 
     def init_kernel_from_projections(self):
         """Let the kernel derive its own weights from the loaded Q/K/V projections."""
@@ -131,5 +201,7 @@ class MultiHeadAttention(keras.layers.Layer):
             attention_config=self.attention_config,
             causal=self.causal,
             kernel_initializer=keras.initializers.serialize(self.kernel_initializer),
+            position_bias=self.position_bias,
+            max_relative_position=self.max_relative_position,
         )
         return config

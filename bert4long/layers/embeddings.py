@@ -3,41 +3,9 @@ import keras
 import tensorflow as tf
 from keras import ops
 
+from bert4long.layers.position_extension import extended_rows, extension_capacity, validate_alpha
+
 MERGE_MODES = ("add", "mul", "zero", "concat")
-
-
-def validate_alpha(hierarchical):
-    """Turn the ``hierarchical`` option into alpha (float) or None, checking its range."""
-    if hierarchical is None or hierarchical is False:
-        return None
-    if hierarchical is True:
-        return 0.4
-    alpha = float(hierarchical)
-    if not 0.0 < alpha < 1.0 or alpha == 0.5:
-        raise ValueError(
-            f"Hierarchical position alpha must be in (0, 1) and not 0.5, got {hierarchical!r}: "
-            "alpha = 0.5 makes positions (i, j) and (j, i) identical. Use True (alpha=0.4) or "
-            "another float such as 0.3."
-        )
-    return alpha
-
-
-def hierarchical_table(embeddings, alpha, position_ids):
-    """Rows ``q[i*n + j] = alpha*u[i] + (1-alpha)*u[j]`` with ``u = (p - alpha*p[0]) / (1-alpha)``.
-
-    ``embeddings`` is the trained ``[n, dim]`` table and ``position_ids`` any integer
-    tensor of positions below ``n*n``; positions below ``n`` return the trained rows
-    exactly (bert4keras computes them through the formula, which differs by at most
-    one float32 rounding step); positions from ``n`` on use bert4keras's arithmetic
-    in the same order, so they match it bit for bit.
-    """
-    n = ops.shape(embeddings)[0]
-    u = (embeddings - alpha * embeddings[:1]) / (1.0 - alpha)
-    extended = alpha * ops.take(u, position_ids // n, axis=0) + (1.0 - alpha) * ops.take(u, position_ids % n, axis=0)
-    # Below n the formula equals the trained row up to float rounding; return the row itself so a
-    # short input gives bit-identical outputs with or without hierarchical positions.
-    trained = ops.take(embeddings, ops.minimum(position_ids, n - 1), axis=0)
-    return ops.where(ops.expand_dims(position_ids < n, -1), trained, extended)
 
 
 @keras.saving.register_keras_serializable(package="bert4long")
@@ -84,6 +52,11 @@ class PositionEmbedding(keras.layers.Layer):
             ``True`` (alpha 0.4) or a float alpha in (0, 1), alpha != 0.5, to place up
             to ``n*n`` positions by hierarchical decomposition
             (Su, "Hierarchical decomposition position encoding", 2020).
+        extension: ``None``, ``'hierarchical'``, ``'copy'`` or ``'interpolate'``
+            (see `bert4long.layers.position_extension`); ``hierarchical=alpha``
+            implies ``'hierarchical'``.
+        extension_length: target length for ``'interpolate'`` (required) and an
+            optional cap for the other methods.
         custom_position_ids: if True the layer is called on ``[x, position_ids]``.
         embeddings_initializer: initializer of the ``[n, output_dim]`` table.
 
@@ -106,12 +79,20 @@ class PositionEmbedding(keras.layers.Layer):
         hierarchical=None,
         custom_position_ids=False,
         embeddings_initializer="zeros",
+        extension=None,
+        extension_length=None,
         **kwargs,
     ):
         super().__init__(**kwargs)
         if merge_mode not in MERGE_MODES:
             raise ValueError(f"merge_mode must be one of {MERGE_MODES}, got {merge_mode!r}.")
         self.alpha = validate_alpha(hierarchical)
+        if self.alpha is not None and extension not in (None, "hierarchical"):
+            raise ValueError(f"hierarchical={hierarchical!r} conflicts with extension={extension!r}: give one.")
+        self.method = "hierarchical" if self.alpha is not None else extension
+        self.capacity = extension_capacity(input_dim, self.method, extension_length)
+        self.extension = extension
+        self.extension_length = extension_length
         self.input_dim = input_dim
         self.output_dim = output_dim
         self.merge_mode = merge_mode
@@ -121,8 +102,8 @@ class PositionEmbedding(keras.layers.Layer):
 
     @property
     def max_length(self):
-        """How many positions this layer can place."""
-        return self.input_dim * self.input_dim if self.alpha is not None else self.input_dim
+        """How many positions this layer can place (None: no limit)."""
+        return self.capacity
 
     def build(self, input_shape):
         self.embeddings = self.add_weight(
@@ -135,13 +116,15 @@ class PositionEmbedding(keras.layers.Layer):
         fix = (
             "pass hierarchical_position=True to build_transformer_model to place up to "
             f"{self.input_dim * self.input_dim} tokens"
-            if self.alpha is None
+            if self.method is None
             else "split the document into chunks or use segment recurrence"
         )
         message = (
             f"Sequence of {{}} tokens is longer than the {self.max_length} positions layer "
             f"{self.name!r} can place: {fix}, or truncate the input."
         )
+        if self.max_length is None:
+            return []
         if isinstance(length, int):
             if length > self.max_length:
                 raise ValueError(message.format(length))
@@ -159,10 +142,7 @@ class PositionEmbedding(keras.layers.Layer):
             position_ids = ops.arange(ops.shape(inputs)[1], dtype="int32")[None]
         with tf.control_dependencies(checks):
             table = ops.cast(self.embeddings, self.compute_dtype)
-            if self.alpha is not None:
-                embeddings = hierarchical_table(table, self.alpha, position_ids)
-            else:
-                embeddings = ops.take(table, position_ids, axis=0)
+            embeddings = extended_rows(table, position_ids, self.method, self.alpha, self.extension_length)
         if self.merge_mode == "zero":
             return embeddings
         if self.merge_mode == "add":
@@ -191,6 +171,8 @@ class PositionEmbedding(keras.layers.Layer):
             hierarchical=self.hierarchical,
             custom_position_ids=self.custom_position_ids,
             embeddings_initializer=keras.initializers.serialize(self.embeddings_initializer),
+            extension=self.extension,
+            extension_length=self.extension_length,
         )
         return config
 
@@ -222,9 +204,11 @@ class HierarchicalPositionEmbedding(PositionEmbedding):
 
     def __init__(self, input_dim, output_dim, alpha=0.4, merge_mode="add", **kwargs):
         kwargs.pop("hierarchical", None)
+        kwargs.pop("extension", None)
         super().__init__(input_dim, output_dim, merge_mode=merge_mode, hierarchical=alpha, **kwargs)
 
     def get_config(self):
         config = super().get_config()
         config["alpha"] = config.pop("hierarchical")
+        config.pop("extension")
         return config

@@ -7,7 +7,10 @@ from bert4long.attention.base import MASKED_SCORE
 
 @keras.saving.register_keras_serializable(package="bert4long")
 class PaddingMask(keras.layers.Layer):
-    """Bool ``[batch, length]`` mask, True where ``token_ids != 0`` (0 is padding).
+    """Bool ``[batch, length]`` mask, True where ``token_ids != pad_token_id``.
+
+    Args:
+        pad_token_id: the padding id (0 for BERT vocabularies, 1 for RoBERTa's).
 
     Example:
     >>> import numpy as np
@@ -16,8 +19,17 @@ class PaddingMask(keras.layers.Layer):
     [[True, True, False]]
     """
 
+    def __init__(self, pad_token_id=0, **kwargs):
+        super().__init__(**kwargs)
+        self.pad_token_id = pad_token_id
+
     def call(self, token_ids):
-        return ops.not_equal(token_ids, 0)
+        return ops.not_equal(token_ids, self.pad_token_id)
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(pad_token_id=self.pad_token_id)
+        return config
 
     def compute_output_spec(self, token_ids):
         return keras.KerasTensor(token_ids.shape, dtype="bool")

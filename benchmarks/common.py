@@ -1,0 +1,72 @@
+"""Shared helpers of the benchmark scripts: timing, peak memory, machine stamp, table/JSON output."""
+import json
+import os
+import platform
+import resource
+import statistics
+import subprocess
+import sys
+import time
+
+MINILM = dict(vocab_size=30522, hidden_size=384, num_hidden_layers=6, num_attention_heads=12,
+              intermediate_size=1536, hidden_act="gelu", max_position=512, segment_vocab_size=2)
+
+
+def median_time(fn, repeats, warmup=1):
+    """Median wall time of ``fn()`` in seconds after ``warmup`` untimed calls."""
+    for _ in range(warmup):
+        fn()
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)
+
+
+def peak_rss_gb():
+    """Peak resident memory of this process so far, in GiB (Linux ru_maxrss is in KiB)."""
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20
+
+
+def machine_stamp(command=None):
+    versions = {}
+    for module in ("tensorflow", "keras", "numpy", "torch", "transformers"):
+        try:
+            versions[module] = __import__(module).__version__
+        except Exception:  # not installed: not part of this run
+            pass
+    return {
+        "machine": platform.machine(),
+        "processor": platform.processor() or platform.machine(),
+        "cpus": os.cpu_count(),
+        "python": platform.python_version(),
+        "versions": versions,
+        "command": command or " ".join([os.path.basename(sys.executable)] + sys.argv),
+        "time": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()),
+    }
+
+
+def run_isolated(script, args, env=None, timeout=1800):
+    """Run ``script args`` in a fresh Python process and return its last stdout line parsed as JSON."""
+    result = subprocess.run([sys.executable, script, *args], capture_output=True, text=True, timeout=timeout,
+                            env={**os.environ, **(env or {})})
+    lines = [line for line in result.stdout.splitlines() if line.startswith("{")]
+    if result.returncode != 0 or not lines:
+        return {"error": (result.stderr or result.stdout).strip().splitlines()[-1:] or ["no output"]}
+    return json.loads(lines[-1])
+
+
+def print_table(rows, columns):
+    widths = [max(len(str(c)), *(len(str(r.get(c, ""))) for r in rows)) for c in columns]
+    print("  ".join(str(c).ljust(w) for c, w in zip(columns, widths)))
+    for row in rows:
+        print("  ".join(str(row.get(c, "")).ljust(w) for c, w in zip(columns, widths)))
+
+
+def write_json(path, payload):
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    tmp = path + ".tmp"
+    with open(tmp, "w") as f:
+        json.dump(payload, f, indent=2)
+    os.replace(tmp, path)

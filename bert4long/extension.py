@@ -1,0 +1,74 @@
+"""Materialise an extended position table into a standard checkpoint (``bert4long extend``).
+
+The result is an ordinary BERT checkpoint whose ``max_position_embeddings`` is the
+new length, so any BERT tool (Hugging Face, keras-hub, bert4keras) reads the long model.
+"""
+import json
+import os
+import shutil
+
+import keras
+import numpy as np
+
+from bert4long.checkpoints import write_checkpoint
+from bert4long.layers.position_extension import EXTENSION_METHODS, extended_rows, validate_alpha
+
+POSITION_VARIABLE = "bert/embeddings/position_embeddings"
+
+
+def extend_position_table(table, method, max_position, alpha=0.4):
+    """Return the ``[max_position, dim]`` table that ``method`` gives for a trained ``[n, dim]`` table.
+
+    Example:
+    >>> import numpy as np
+    >>> from bert4long.extension import extend_position_table
+    >>> extend_position_table(np.ones((512, 8), "float32"), "copy", 1300).shape
+    (1300, 8)
+    """
+    n = table.shape[0]
+    if method not in EXTENSION_METHODS:
+        raise ValueError(f"Unknown extension method {method!r}: choose one of {EXTENSION_METHODS}.")
+    if max_position < n:
+        raise ValueError(f"max_position={max_position} is below the {n} trained positions: extension only lengthens.")
+    if method == "hierarchical":
+        alpha = validate_alpha(alpha)
+        if max_position > n * n:
+            raise ValueError(f"Hierarchical extension places at most n*n = {n * n} positions, asked {max_position}.")
+    rows = extended_rows(table, np.arange(max_position, dtype="int32"), method, alpha, max_position)
+    return keras.ops.convert_to_numpy(rows).astype(table.dtype)
+
+
+def extend_checkpoint(config_path, checkpoint_path, method, max_position, out_dir, alpha=0.4):
+    """Write ``out_dir/bert_config.json``, ``vocab.txt`` (if found) and ``bert_model.ckpt.*`` with the long table.
+
+    ``copy`` to a length that is not a multiple of n ends with a truncated tile.
+    Returns ``(config_path, checkpoint_prefix)``.
+
+    Example:
+    >>> from bert4long.extension import extend_checkpoint
+    >>> extend_checkpoint("bert_config.json", "bert_model.ckpt", "hierarchical", 2048, "long/")  # doctest: +SKIP
+    """
+    from bert4long.models import open_checkpoint, read_config
+
+    config = read_config(config_path)
+    reader = open_checkpoint(checkpoint_path)
+    variables = {name: reader.get(name) for name in reader.names()}
+    if POSITION_VARIABLE not in variables:
+        raise ValueError(f"Checkpoint {reader.prefix!r} has no {POSITION_VARIABLE!r}: nothing to extend "
+                         "(relative/rotary models such as NEZHA and RoFormer need no extension).")
+    variables[POSITION_VARIABLE] = extend_position_table(variables[POSITION_VARIABLE], method, max_position, alpha)
+    config["max_position_embeddings"] = max_position
+    config["bert4long_position_extension"] = {"method": method, "from": int(reader.get(POSITION_VARIABLE).shape[0]),
+                                    **({"alpha": validate_alpha(alpha)} if method == "hierarchical" else {})}
+    os.makedirs(out_dir, exist_ok=True)
+    new_config = os.path.join(out_dir, "bert_config.json")
+    with open(new_config, "w", encoding="utf-8") as f:
+        json.dump(config, f, indent=2)
+    for folder in {os.path.dirname(os.fspath(config_path)), os.path.dirname(os.fspath(reader.prefix)), os.fspath(reader.prefix)}:
+        vocab = os.path.join(folder, "vocab.txt")
+        if os.path.isfile(vocab):
+            shutil.copyfile(vocab, os.path.join(out_dir, "vocab.txt"))
+            break
+    prefix = os.path.join(out_dir, "bert_model.ckpt")
+    write_checkpoint(prefix, variables)
+    return new_config, prefix

@@ -1,0 +1,203 @@
+"""Hugging Face model folders (``config.json`` + ``model.safetensors``) without PyTorch.
+
+The safetensors file is read with the `safetensors` package's numpy API and
+presented under the original Google checkpoint names, so the model classes'
+single `variable_mapping()` serves both formats. The rewrite rules below are the
+whole format conversion: a table of name patterns, each with how the array changes.
+Supported architectures: BERT (``model_type: bert``) and RoBERTa (``roberta``).
+"""
+import json
+import os
+import re
+
+import numpy as np
+
+SUPPORTED_MODEL_TYPES = ("bert", "roberta")
+WEIGHT_FILENAME = "model.safetensors"
+
+_DENSE = r"(?:weight|gamma)"
+# (pattern on the key without its 'bert.'/'roberta.' prefix, Google name template, transform)
+NAME_RULES = [
+    (r"embeddings\.word_embeddings\.weight", "bert/embeddings/word_embeddings", None),
+    (r"embeddings\.position_embeddings\.weight", "bert/embeddings/position_embeddings", "position_offset"),
+    (r"embeddings\.token_type_embeddings\.weight", "bert/embeddings/token_type_embeddings", None),
+    (r"embeddings\.LayerNorm\.(?:weight|gamma)", "bert/embeddings/LayerNorm/gamma", None),
+    (r"embeddings\.LayerNorm\.(?:bias|beta)", "bert/embeddings/LayerNorm/beta", None),
+    (r"encoder\.layer\.(\d+)\.attention\.self\.(query|key|value)\.weight",
+     "bert/encoder/layer_{0}/attention/self/{1}/kernel", "transpose"),
+    (r"encoder\.layer\.(\d+)\.attention\.self\.(query|key|value)\.bias",
+     "bert/encoder/layer_{0}/attention/self/{1}/bias", None),
+    (r"encoder\.layer\.(\d+)\.(attention\.output|intermediate|output)\.dense\.weight",
+     "bert/encoder/layer_{0}/{1}/dense/kernel", "transpose"),
+    (r"encoder\.layer\.(\d+)\.(attention\.output|intermediate|output)\.dense\.bias",
+     "bert/encoder/layer_{0}/{1}/dense/bias", None),
+    (r"encoder\.layer\.(\d+)\.(attention\.output|output)\.LayerNorm\.(?:weight|gamma)",
+     "bert/encoder/layer_{0}/{1}/LayerNorm/gamma", None),
+    (r"encoder\.layer\.(\d+)\.(attention\.output|output)\.LayerNorm\.(?:bias|beta)",
+     "bert/encoder/layer_{0}/{1}/LayerNorm/beta", None),
+    (r"pooler\.dense\.weight", "bert/pooler/dense/kernel", "transpose"),
+    (r"pooler\.dense\.bias", "bert/pooler/dense/bias", None),
+    (r"(?:cls\.predictions\.transform\.dense|lm_head\.dense)\.weight", "cls/predictions/transform/dense/kernel",
+     "transpose"),
+    (r"(?:cls\.predictions\.transform\.dense|lm_head\.dense)\.bias", "cls/predictions/transform/dense/bias", None),
+    (r"(?:cls\.predictions\.transform\.LayerNorm|lm_head\.layer_norm)\.(?:weight|gamma)",
+     "cls/predictions/transform/LayerNorm/gamma", None),
+    (r"(?:cls\.predictions\.transform\.LayerNorm|lm_head\.layer_norm)\.(?:bias|beta)",
+     "cls/predictions/transform/LayerNorm/beta", None),
+    (r"(?:cls\.predictions|lm_head)\.bias", "cls/predictions/output_bias", None),
+    (r"cls\.seq_relationship\.weight", "cls/seq_relationship/output_weights", None),
+    (r"cls\.seq_relationship\.bias", "cls/seq_relationship/output_bias", None),
+]
+# Keys that carry no weights of their own (buffers, decoder tied to the word embeddings).
+IGNORED_KEYS = re.compile(
+    r"(.*position_ids|cls\.predictions\.decoder\.(weight|bias)|lm_head\.decoder\.(weight|bias))$")
+
+
+def is_huggingface_folder(path):
+    return path is not None and os.path.isdir(path) and os.path.isfile(os.path.join(path, "config.json"))
+
+
+def read_huggingface_config(path):
+    """Translate a Hugging Face ``config.json`` (folder or file) into bert4long config keys.
+
+    Example:
+    >>> from bert4long.huggingface import read_huggingface_config
+    >>> read_huggingface_config("all-MiniLM-L6-v2/")["max_position"]  # doctest: +SKIP
+    512
+    """
+    config_file = os.path.join(path, "config.json") if os.path.isdir(path) else path
+    with open(config_file, encoding="utf-8") as f:
+        hf = json.load(f)
+    model_type = hf.get("model_type")
+    if model_type not in SUPPORTED_MODEL_TYPES:
+        raise ValueError(
+            f"Unsupported Hugging Face architecture {model_type!r} ({hf.get('architectures')}) in {config_file!r}: "
+            f"supported model_type values are {SUPPORTED_MODEL_TYPES}. For other models convert them to a "
+            "Google-layout checkpoint first."
+        )
+    offset = position_offset(hf)
+    config = {
+        key: hf[key]
+        for key in ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size",
+                    "hidden_act", "initializer_range")
+        if key in hf
+    }
+    config.update(
+        max_position=hf.get("max_position_embeddings", 512) - offset,
+        segment_vocab_size=hf.get("type_vocab_size", 2),
+        dropout_rate=hf.get("hidden_dropout_prob", 0.1),
+        attention_dropout_rate=hf.get("attention_probs_dropout_prob", 0.1),
+        layer_norm_epsilon=hf.get("layer_norm_eps", 1e-12),
+        pad_token_id=hf.get("pad_token_id", 0) or 0,
+    )
+    config["model"] = model_type
+    return config
+
+
+def position_offset(hf_config):
+    """RoBERTa's position table starts at padding_idx + 1 (2 rows unused)."""
+    if hf_config.get("model_type") == "roberta":
+        return hf_config.get("pad_token_id", 1) + 1
+    return 0
+
+
+class HuggingFaceReader:
+    """A ``model.safetensors`` file read as if it were a Google checkpoint.
+
+    Example:
+    >>> from bert4long.huggingface import HuggingFaceReader
+    >>> reader = HuggingFaceReader("all-MiniLM-L6-v2/")  # doctest: +SKIP
+    >>> reader.shape("bert/encoder/layer_0/attention/self/query/kernel")  # doctest: +SKIP
+    (384, 384)
+    """
+
+    def __init__(self, folder):
+        from safetensors import safe_open
+
+        self.prefix = folder
+        weights = os.path.join(folder, WEIGHT_FILENAME)
+        if not os.path.isfile(weights):
+            found = ", ".join(sorted(os.listdir(folder)))
+            raise FileNotFoundError(
+                f"No {WEIGHT_FILENAME} in Hugging Face folder {folder!r} (found: {found}). Save the model with "
+                "safe_serialization=True (pytorch_model.bin needs PyTorch to read)."
+            )
+        with open(os.path.join(folder, "config.json"), encoding="utf-8") as f:
+            self.offset = position_offset(json.load(f))
+        self._file = safe_open(weights, framework="numpy")
+        self._sources = {}
+        for key in self._file.keys():
+            stripped = re.sub(r"^(bert|roberta)\.", "", key)
+            for pattern, template, transform in NAME_RULES:
+                match = re.fullmatch(pattern, stripped)
+                if match:
+                    groups = [g.replace(".", "/") for g in match.groups()]
+                    self._sources[template.format(*groups)] = (key, transform)
+                    break
+            else:
+                if not IGNORED_KEYS.match(key):
+                    raise ValueError(f"Unexpected tensor {key!r} in {weights!r}: no rule maps it to a BERT weight.")
+
+    def __contains__(self, name):
+        return name in self._sources
+
+    def names(self):
+        return sorted(self._sources)
+
+    def source_name(self, name):
+        """The safetensors key a Google name would be read from (for error messages)."""
+        return self._sources[name][0] if name in self._sources else "(no matching safetensors key)"
+
+    def get(self, name):
+        key, transform = self._sources[name]
+        value = self._file.get_tensor(key)
+        if transform == "transpose":
+            value = value.T
+        elif transform == "position_offset":
+            value = value[self.offset:]
+        return np.ascontiguousarray(value)
+
+    def shape(self, name):
+        return tuple(self.get(name).shape)
+
+
+def convert_huggingface_folder(folder, out_dir):
+    """Write a Hugging Face BERT/RoBERTa folder as ``bert_config.json`` + ``vocab.txt`` + ``bert_model.ckpt``.
+
+    Returns ``(config_path, checkpoint_prefix)``; the checkpoint uses the original Google names.
+
+    Example:
+    >>> from bert4long.huggingface import convert_huggingface_folder
+    >>> convert_huggingface_folder("all-MiniLM-L6-v2/", "minilm-google/")  # doctest: +SKIP
+    """
+    import shutil
+
+    from bert4long.checkpoints import write_checkpoint
+
+    config = read_huggingface_config(folder)
+    reader = HuggingFaceReader(folder)
+    os.makedirs(out_dir, exist_ok=True)
+    google_config = {
+        "vocab_size": config["vocab_size"],
+        "hidden_size": config["hidden_size"],
+        "num_hidden_layers": config["num_hidden_layers"],
+        "num_attention_heads": config["num_attention_heads"],
+        "intermediate_size": config["intermediate_size"],
+        "hidden_act": config.get("hidden_act", "gelu"),
+        "hidden_dropout_prob": config["dropout_rate"],
+        "attention_probs_dropout_prob": config["attention_dropout_rate"],
+        "max_position_embeddings": config["max_position"],
+        "type_vocab_size": config["segment_vocab_size"],
+        "initializer_range": config.get("initializer_range", 0.02),
+        "layer_norm_eps": config["layer_norm_epsilon"],
+        "pad_token_id": config["pad_token_id"],
+    }
+    config_path = os.path.join(out_dir, "bert_config.json")
+    with open(config_path, "w", encoding="utf-8") as f:
+        json.dump(google_config, f, indent=2)
+    vocab = os.path.join(folder, "vocab.txt")
+    if os.path.isfile(vocab):
+        shutil.copyfile(vocab, os.path.join(out_dir, "vocab.txt"))
+    prefix = os.path.join(out_dir, "bert_model.ckpt")
+    write_checkpoint(prefix, {name: reader.get(name) for name in reader.names()})
+    return config_path, prefix

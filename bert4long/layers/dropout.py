@@ -1,0 +1,163 @@
+"""Seeded (stateless) dropout and the `Recompute` wrapper for gradient checkpointing.
+
+The two belong together: a recomputed layer must draw the same dropout mask in the
+backward pass as in the forward pass, which Keras's `Dropout` (a random state
+advanced on every call) does not do.
+"""
+import contextlib
+import zlib
+
+import keras
+import tensorflow as tf
+from keras import ops
+
+
+def name_seed(name):
+    """A stable 31-bit seed derived from a layer name (the same in every process)."""
+    return zlib.crc32(name.encode("utf-8")) & 0x7FFFFFFF
+
+
+@keras.saving.register_keras_serializable(package="bert4long")
+class SeededDropout(keras.layers.Layer):
+    """Inverted dropout whose mask is a pure function of ``(seed, replica, step)``.
+
+    ``step`` is a non-trainable int64 weight advanced by one on every training call,
+    so successive steps draw fresh masks; because it is a weight, it is saved with
+    the model and a resumed run draws the masks the uninterrupted run would have
+    drawn. Inside `Recompute` the wrapper pins ``step`` for the forward pass and its
+    recomputation, so both see the same mask, and advances it once afterwards.
+
+    Args:
+        rate: fraction of units to drop, in [0, 1).
+        seed: integer seed (models use a hash of the layer name).
+
+    Example:
+    >>> import numpy as np
+    >>> from bert4long.layers.dropout import SeededDropout
+    >>> layer = SeededDropout(0.5, seed=7)
+    >>> y = layer(np.ones((2, 8), "float32"), training=True)
+    >>> sorted(set(y.numpy().ravel().tolist())) in ([0.0, 2.0], [2.0], [0.0])
+    True
+    """
+
+    def __init__(self, rate, seed=0, **kwargs):
+        super().__init__(**kwargs)
+        if not 0.0 <= rate < 1.0:
+            raise ValueError(f"Dropout rate must be in [0, 1), got {rate!r}.")
+        self.rate = rate
+        self.seed = int(seed)
+        self.supports_masking = True
+        self._pinned_step = None
+
+    def build(self, input_shape):
+        self.step = self.add_weight(
+            name="step", shape=(), dtype="int64", initializer="zeros", trainable=False,
+            aggregation="only_first_replica",
+        )
+
+    def call(self, inputs, training=False):
+        if not training or self.rate == 0:
+            return inputs
+        pinned = self._pinned_step is not None
+        step = self._pinned_step if pinned else ops.convert_to_tensor(self.step.value)
+        replica = tf.distribute.get_replica_context()
+        replica_id = replica.replica_id_in_sync_group if replica is not None else 0
+        seed = tf.stack([tf.cast(self.seed, "int64") + 7919 * tf.cast(replica_id, "int64"), tf.cast(step, "int64")])
+        keep = tf.random.stateless_uniform(ops.shape(inputs), seed=seed) >= self.rate
+        if not pinned:
+            self.step.assign_add(1)
+        return ops.where(keep, inputs / ops.cast(1.0 - self.rate, inputs.dtype), ops.zeros_like(inputs))
+
+    def compute_output_shape(self, input_shape):
+        return tuple(input_shape)
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(rate=self.rate, seed=self.seed)
+        return config
+
+
+def backend_is_float(x):
+    return "float" in str(keras.backend.standardize_dtype(x.dtype))
+
+
+@contextlib.contextmanager
+def _pinned(dropouts, steps):
+    for layer, step in zip(dropouts, steps):
+        layer._pinned_step = step
+    try:
+        yield
+    finally:
+        for layer in dropouts:
+            layer._pinned_step = None
+
+
+@keras.saving.register_keras_serializable(package="bert4long")
+class Recompute(keras.layers.Wrapper):
+    """Run ``layer`` keeping only its inputs; recompute it in the backward pass.
+
+    Gradient checkpointing for one layer (`tf.recompute_grad`): the activations
+    inside ``layer`` (attention scores and probabilities, the feed-forward
+    intermediate) are not stored for the backward pass but computed again, so
+    memory per layer falls from ``O(heads * L^2 + L * intermediate)`` to the
+    ``O(L * hidden)`` input. Gradients are the same as without it: every
+    `SeededDropout` inside is pinned to the same step for both passes. (Keras's
+    `RematScope` does the same wrapping but cannot pass the ``training`` keyword
+    through `tf.recompute_grad` inside a `tf.function`.)
+
+    The wrapper takes the wrapped layer's name, and attribute access falls through
+    to it (``model.get_layer('Transformer-0-FeedForward').intermediate_dense``).
+
+    Args:
+        layer: the Keras layer to recompute.
+
+    Example:
+    >>> import numpy as np
+    >>> from bert4long.layers.dropout import Recompute
+    >>> from bert4long.layers import FeedForward
+    >>> layer = Recompute(FeedForward(16, name="ffn"))
+    >>> tuple(layer(np.zeros((2, 5, 8), "float32")).shape), layer.name
+    ((2, 5, 8), 'ffn')
+    """
+
+    def __init__(self, layer, **kwargs):
+        kwargs.setdefault("name", layer.name)
+        super().__init__(layer, **kwargs)
+
+    def __getattr__(self, name):
+        if name.startswith("_") or name == "layer":
+            raise AttributeError(name)
+        return getattr(self.layer, name)
+
+    def build(self, input_shape=None):
+        if not self.layer.built:
+            self.layer.build(input_shape)
+        self.built = True
+
+    def call(self, inputs, training=None):
+        flat = list(tf.nest.flatten(inputs))
+        dropouts = [layer for layer in self.layer._flatten_layers() if isinstance(layer, SeededDropout) and layer.built]
+        steps = [tf.identity(layer.step.value) for layer in dropouts]  # a snapshot, not the variable
+        # Only floating inputs are differentiated; masks, ids and the pinned steps are closed over
+        # (the same tensors in the forward pass and in its recomputation).
+        floating = [i for i, x in enumerate(flat) if backend_is_float(x)]
+
+        def forward(*float_args):
+            values = list(flat)
+            for i, x in zip(floating, float_args):
+                values[i] = x
+            with _pinned(dropouts, steps):
+                return self.layer(tf.nest.pack_sequence_as(inputs, values), training=training)
+
+        if not training:
+            return forward(*[flat[i] for i in floating])
+        outputs = tf.recompute_grad(forward)(*[flat[i] for i in floating])
+        for layer in dropouts:
+            layer.step.assign_add(1)
+        return outputs
+
+    def compute_output_shape(self, input_shape):
+        return self.layer.compute_output_shape(input_shape)
+
+    def compute_output_spec(self, *args, **kwargs):
+        return self.layer.compute_output_spec(*args, **kwargs)

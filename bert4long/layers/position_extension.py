@@ -1,0 +1,97 @@
+"""Ways to stretch a trained ``[n, dim]`` position table beyond ``n`` positions.
+
+* ``hierarchical``: ``q[i*n + j] = a*u[i] + (1-a)*u[j]``, ``u = (p - a*p[0]) / (1-a)``
+  (Su, 2020); up to ``n*n`` positions, first ``n`` rows unchanged.
+* ``copy``: ``q[k] = p[k mod n]``, the table tiled (Longformer's initialisation);
+  a length that is not a multiple of ``n`` ends with a truncated tile.
+* ``interpolate``: position interpolation (Chen et al., 2023): position ``k`` of a
+  ``length``-token input reads the table at ``k * n / length``, linearly
+  interpolated between neighbouring rows; every row changes, none is extrapolated.
+"""
+from keras import ops
+
+EXTENSION_METHODS = ("hierarchical", "copy", "interpolate")
+
+
+def validate_alpha(hierarchical):
+    """Turn the ``hierarchical`` option into alpha (float) or None, checking its range."""
+    if hierarchical is None or hierarchical is False:
+        return None
+    if hierarchical is True:
+        return 0.4
+    alpha = float(hierarchical)
+    if not 0.0 < alpha < 1.0 or alpha == 0.5:
+        raise ValueError(
+            f"Hierarchical position alpha must be in (0, 1) and not 0.5, got {hierarchical!r}: "
+            "alpha = 0.5 makes positions (i, j) and (j, i) identical. Use True (alpha=0.4) or "
+            "another float such as 0.3."
+        )
+    return alpha
+
+
+def extension_capacity(n, method, length=None):
+    """How many positions a table of ``n`` rows can place with ``method`` (None: unlimited)."""
+    if method is None:
+        return n
+    if method == "hierarchical":
+        return n * n if length is None else min(length, n * n)
+    if method == "copy":
+        return length
+    if method == "interpolate":
+        if not length:
+            raise ValueError("position_extension='interpolate' needs the target length: pass position_extension_length=N.")
+        return length
+    raise ValueError(f"Unknown position extension {method!r}: choose one of {EXTENSION_METHODS} or None.")
+
+
+def hierarchical_table(embeddings, alpha, position_ids):
+    """Rows ``q[i*n + j] = alpha*u[i] + (1-alpha)*u[j]`` with ``u = (p - alpha*p[0]) / (1-alpha)``.
+
+    Positions below ``n`` return the trained rows exactly (bert4keras computes them
+    through the formula, which differs by at most one float32 rounding step);
+    positions from ``n`` on use bert4keras's arithmetic in the same order, so they
+    match it bit for bit.
+    """
+    n = ops.shape(embeddings)[0]
+    u = (embeddings - alpha * embeddings[:1]) / (1.0 - alpha)
+    extended = alpha * ops.take(u, position_ids // n, axis=0) + (1.0 - alpha) * ops.take(u, position_ids % n, axis=0)
+    trained = ops.take(embeddings, ops.minimum(position_ids, n - 1), axis=0)
+    return ops.where(ops.expand_dims(position_ids < n, -1), trained, extended)
+
+
+def copy_table(embeddings, position_ids):
+    """Rows ``p[k mod n]``: the trained table repeated."""
+    return ops.take(embeddings, position_ids % ops.shape(embeddings)[0], axis=0)
+
+
+def interpolate_table(embeddings, position_ids, length):
+    """Rows at fractional positions ``k * n / length`` (identity when ``length <= n``)."""
+    n = ops.shape(embeddings)[0]
+    scale = ops.minimum(ops.cast(n, "float32") / float(length), 1.0)
+    source = ops.cast(position_ids, "float32") * scale
+    low = ops.cast(ops.floor(source), "int32")
+    high = ops.minimum(low + 1, n - 1)
+    weight = ops.expand_dims(ops.cast(source - ops.floor(source), embeddings.dtype), -1)
+    return (1.0 - weight) * ops.take(embeddings, low, axis=0) + weight * ops.take(embeddings, high, axis=0)
+
+
+def extended_rows(embeddings, position_ids, method=None, alpha=None, length=None):
+    """Position vectors for ``position_ids`` from the trained ``embeddings`` by ``method``.
+
+    Example:
+    >>> import numpy as np
+    >>> from bert4long.layers.position_extension import extended_rows
+    >>> table = np.random.rand(4, 2).astype("float32")
+    >>> rows = extended_rows(table, np.arange(10), "copy")
+    >>> bool(np.allclose(rows[5], table[1]))
+    True
+    """
+    if method is None:
+        return ops.take(embeddings, position_ids, axis=0)
+    if method == "hierarchical":
+        return hierarchical_table(embeddings, 0.4 if alpha is None else alpha, position_ids)
+    if method == "copy":
+        return copy_table(embeddings, position_ids)
+    if method == "interpolate":
+        return interpolate_table(embeddings, position_ids, length)
+    raise ValueError(f"Unknown position extension {method!r}: choose one of {EXTENSION_METHODS} or None.")

@@ -1,0 +1,78 @@
+"""Same checkpoint, same call, bert4keras 0.11.5 vs bert4long: the numbers must agree.
+
+bert4keras needs TensorFlow's legacy Keras, so it runs in a subprocess with
+TF_KERAS=1 TF_USE_LEGACY_KERAS=1 (`pip install tf-keras` and
+`pip install --no-deps bert4keras==0.11.5`, as .ci/run does).
+"""
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from bert4long.models import build_transformer_model
+
+pytestmark = pytest.mark.skipif(
+    importlib.util.find_spec("bert4keras") is None or importlib.util.find_spec("tf_keras") is None,
+    reason="pip install tf-keras && pip install --no-deps bert4keras==0.11.5",
+)
+
+PEER = r"""
+import json, sys
+import numpy as np
+from bert4keras.models import build_transformer_model
+args = json.loads(sys.argv[1])
+inputs = np.load(args["inputs"])
+results = {}
+for name, (config, checkpoint, kwargs) in args["calls"].items():
+    model = build_transformer_model(config, checkpoint, **kwargs)
+    outputs = model.predict([inputs["tokens"], inputs["segments"]], verbose=0)
+    outputs = outputs if isinstance(outputs, list) else [outputs]
+    for i, o in enumerate(outputs):
+        results[f"{name}_{i}"] = o
+np.savez(args["out"], **results)
+"""
+CALLS = {
+    "hier_mlm_nsp": ("bert", dict(hierarchical_position=True, with_mlm=True, with_nsp=True)),
+    "hier03_encoder": ("bert", dict(hierarchical_position=0.3)),
+    "lm": ("bert", dict(application="lm", with_mlm="linear", hierarchical_position=True)),
+    "unilm": ("bert", dict(application="unilm", with_mlm="linear", hierarchical_position=0.2)),
+    "albert": ("albert", dict(model="albert", with_mlm=True, hierarchical_position=True)),
+    "albert_unshared": ("albert", dict(model="albert_unshared", with_pool=True, hierarchical_position=True)),
+}
+# Both run float32 on CPU; observed max differences ~1e-7 (accumulation order only).
+ATOL = 1e-5
+
+
+def test_outputs_match_bert4keras(tiny_bert, tiny_albert, tmp_path):
+    checkpoints = {"bert": tiny_bert[:2], "albert": tiny_albert[:2]}
+    rng = np.random.default_rng(7)
+    tokens = rng.integers(5, 64, size=(2, 50)).astype("int32")  # 50 > 16 trained positions
+    tokens[:, 0] = 2
+    tokens[1, -7:] = 0
+    segments = np.zeros_like(tokens)
+    segments[:, 30:] = 1
+    segments[tokens == 0] = 0
+    np.savez(tmp_path / "inputs.npz", tokens=tokens, segments=segments)
+    calls = {name: (*checkpoints[which], kwargs) for name, (which, kwargs) in CALLS.items()}
+    args = dict(inputs=str(tmp_path / "inputs.npz"), out=str(tmp_path / "peer.npz"), calls=calls)
+    env = dict(os.environ, TF_KERAS="1", TF_USE_LEGACY_KERAS="1", TF_CPP_MIN_LOG_LEVEL="3")
+    run = subprocess.run([sys.executable, "-c", PEER, json.dumps(args)], env=env, capture_output=True, text=True,
+                         timeout=600)
+    assert run.returncode == 0, run.stderr[-3000:]
+    peer = np.load(tmp_path / "peer.npz")
+    real = tokens != 0
+    for name, (config_path, checkpoint_path, kwargs) in calls.items():
+        model = build_transformer_model(config_path, checkpoint_path, **kwargs)
+        ours = model.predict([tokens, segments], verbose=0)
+        ours = ours if isinstance(ours, list) else [ours]
+        for i, o in enumerate(ours):
+            theirs = peer[f"{name}_{i}"]
+            assert o.shape == theirs.shape, name
+            if o.ndim == 3:  # per-token outputs: padded positions are unspecified in both
+                o, theirs = o[real], theirs[real]
+            np.testing.assert_allclose(o, theirs, atol=ATOL, err_msg=name)
+            print(f"{name}[{i}]: max |bert4long - bert4keras| = {np.abs(o - theirs).max():.2e}")

@@ -1,0 +1,225 @@
+"""NEZHA, RoFormer and ELECTRA: parity with independent numpy references, checkpoints, serialization."""
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from bert4long.layers import MultiHeadAttention, RelativePositionEmbedding, SinusoidalPositionEmbedding
+from bert4long.models import build_transformer_model
+from bert4long.testing import TINY_CONFIG, write_tiny_checkpoint
+from numpy_bert import read_weights
+from numpy_families import bert_heads, electra_discriminator, encoder_forward, nezha_relative_table
+
+N = TINY_CONFIG["max_position_embeddings"]  # 16: lengths above it prove there is no position table
+HEADS, LAYERS, VOCAB = TINY_CONFIG["num_attention_heads"], TINY_CONFIG["num_hidden_layers"], TINY_CONFIG["vocab_size"]
+KEY_SIZE = TINY_CONFIG["hidden_size"] // HEADS
+M = 5  # tiny max_relative_position, so that the clipping is exercised at short lengths
+# float32 model vs float64 reference through 2 layers and LayerNorms.
+ATOL, RTOL = 2e-5, 1e-4
+
+
+def random_batch(rng, length, pad_last=3):
+    tokens = rng.integers(5, VOCAB, size=(2, length)).astype("int32")
+    tokens[:, 0] = 2
+    tokens[1, length - pad_last:] = 0
+    segments = np.zeros_like(tokens)
+    segments[:, length // 2:] = 1
+    segments[tokens == 0] = 0
+    return tokens, segments
+
+
+def predict(model, tokens, segments):
+    """The model's outputs as a list (one array or several)."""
+    outputs = model.predict([tokens, segments], verbose=0)
+    return outputs if isinstance(outputs, list) else [outputs]
+
+
+@pytest.fixture(scope="module")
+def checkpoints(tmp_path_factory):
+    root = tmp_path_factory.mktemp("families")
+    return {
+        "nezha": write_tiny_checkpoint(str(root / "nezha"), model="nezha", seed=11, max_relative_position=M),
+        "roformer": write_tiny_checkpoint(str(root / "roformer"), model="roformer", seed=12),
+        "electra": write_tiny_checkpoint(str(root / "electra"), model="electra", seed=13),
+    }
+
+
+@pytest.fixture(scope="module")
+def models(checkpoints):
+    """Keras models with every head each checkpoint has."""
+    built = {}
+    for name in ("nezha", "roformer"):
+        config_path, checkpoint_path, _ = checkpoints[name]
+        built[name] = build_transformer_model(config_path, checkpoint_path, model=name, with_pool=True,
+                                              with_mlm="linear")
+    config_path, checkpoint_path, _ = checkpoints["electra"]
+    built["electra"] = build_transformer_model(config_path, checkpoint_path, model="electra", with_discriminator=True)
+    return built
+
+
+def reference(checkpoints, name, tokens, segments, max_relative_position=M):
+    w = read_weights(checkpoints[name][1])
+    positions = {"nezha": "relative", "roformer": "rotary", "electra": "absolute"}[name]
+    prefix = "electra/" if name == "electra" else "bert/"
+    return w, encoder_forward(w, tokens, segments, HEADS, LAYERS, positions=positions,
+                              max_relative_position=max_relative_position, prefix=prefix)
+
+
+@pytest.mark.parametrize("name", ["nezha", "roformer"])
+@pytest.mark.parametrize("length", [7, N + 7, 3 * N])
+def test_relative_models_match_reference_beyond_max_position(checkpoints, models, rng, name, length):
+    tokens, segments = random_batch(rng, length)
+    pooled, logits = models[name].predict([tokens, segments], verbose=0)
+    w, sequence = reference(checkpoints, name, tokens, segments)
+    ref_pooled, ref_logits = bert_heads(w, sequence)
+    real = tokens != 0  # padded positions' outputs are unspecified
+    np.testing.assert_allclose(pooled, ref_pooled, atol=ATOL, rtol=RTOL)
+    np.testing.assert_allclose(logits[real], ref_logits[real], atol=ATOL, rtol=RTOL)
+
+
+def test_nezha_clipping_changes_outputs(checkpoints, rng):
+    """The parity above would fail if the package ignored max_relative_position."""
+    tokens, segments = random_batch(rng, 3 * N, pad_last=0)
+    _, clipped = reference(checkpoints, "nezha", tokens, segments, max_relative_position=M)
+    _, unclipped = reference(checkpoints, "nezha", tokens, segments, max_relative_position=3 * N)
+    assert np.abs(clipped - unclipped).max() > 1e-2
+
+
+@pytest.mark.parametrize("length", [6, N])
+def test_electra_matches_reference(checkpoints, models, rng, length):
+    tokens, segments = random_batch(rng, length)
+    model = models["electra"]
+    probs = model.predict([tokens, segments], verbose=0)
+    encoder = keras.Model(model.inputs, model.get_layer(f"Transformer-{LAYERS - 1}-FeedForward-Norm").output)
+    sequence = encoder.predict([tokens, segments], verbose=0)
+    w, ref_sequence = reference(checkpoints, "electra", tokens, segments)
+    real = tokens != 0
+    assert probs.shape == (2, length, 1)
+    np.testing.assert_allclose(sequence[real], ref_sequence[real], atol=ATOL, rtol=RTOL)
+    np.testing.assert_allclose(probs[real], electra_discriminator(w, ref_sequence)[real], atol=ATOL, rtol=RTOL)
+
+
+def test_electra_encoder_only_and_projection(checkpoints):
+    config_path, checkpoint_path, _ = checkpoints["electra"]
+    encoder = build_transformer_model(config_path, checkpoint_path, model="electra", return_keras_model=False)
+    assert encoder.model.output.shape[-1] == TINY_CONFIG["hidden_size"]
+    assert encoder.model.get_layer("Embedding-Mapping").kernel.shape == (8, TINY_CONFIG["hidden_size"])
+    with pytest.raises(ValueError):
+        encoder.model.get_layer("Discriminator-Dense")
+
+
+def test_rotary_composes_with_chunked_attention(checkpoints, models, rng):
+    config_path, checkpoint_path, _ = checkpoints["roformer"]
+    chunked = build_transformer_model(config_path, checkpoint_path, model="roformer", with_pool=True,
+                                      with_mlm="linear", attention="chunked", attention_config={"block_size": 8})
+    tokens, segments = random_batch(rng, 2 * N + 5)
+    for a, b in zip(predict(chunked, tokens, segments), predict(models["roformer"], tokens, segments)):
+        np.testing.assert_allclose(a, b, atol=1e-5)
+
+
+@pytest.mark.parametrize("name", ["nezha", "roformer", "electra"])
+def test_checkpoint_round_trip_exact(checkpoints, tmp_path, name):
+    config_path, checkpoint_path, _ = checkpoints[name]
+    heads = {"with_discriminator": True} if name == "electra" else {"with_pool": True, "with_nsp": True,
+                                                                      "with_mlm": True}
+    builder = build_transformer_model(config_path, checkpoint_path, model=name, return_keras_model=False, **heads)
+    out = str(tmp_path / "out" / "model.ckpt")
+    builder.save_weights_as_checkpoint(out)
+    original, written = read_weights(checkpoint_path), read_weights(out)
+    assert set(written) == set(original)  # the original names, no position table for nezha/roformer
+    for variable, value in original.items():
+        np.testing.assert_array_equal(written[variable], value, err_msg=variable)
+
+
+@pytest.mark.parametrize("name", ["nezha", "roformer", "electra"])
+def test_keras_save_and_reload_identical(models, tmp_path, rng, name):
+    tokens, segments = random_batch(rng, 12)
+    path = str(tmp_path / f"{name}.keras")
+    models[name].save(path)
+    reloaded = keras.models.load_model(path)
+    for a, b in zip(predict(models[name], tokens, segments), predict(reloaded, tokens, segments)):
+        np.testing.assert_array_equal(a, b)
+    for layer in models[name].layers:
+        if type(layer).__module__.startswith("bert4long"):
+            assert type(layer).from_config(layer.get_config()).get_config() == layer.get_config(), layer.name
+
+
+@pytest.mark.parametrize("name", ["nezha", "roformer"])
+def test_xla_variable_lengths_and_training(checkpoints, models, rng, name):
+    model = models[name]
+
+    @tf.function(jit_compile=True, reduce_retracing=True)
+    def forward(tokens, segments):
+        return model([tokens, segments], training=False)
+
+    for length in (9, 2 * N + 3):
+        tokens, segments = random_batch(rng, length)
+        _, logits = forward(tf.constant(tokens), tf.constant(segments))
+        np.testing.assert_allclose(logits.numpy(), model([tokens, segments])[1].numpy(), atol=1e-5)
+    config_path, checkpoint_path, _ = checkpoints[name]
+    mlm = build_transformer_model(config_path, checkpoint_path, model=name, with_mlm=True)
+    mlm.compile(optimizer=keras.optimizers.Adam(1e-2), loss="sparse_categorical_crossentropy", jit_compile=True)
+    tokens, segments = random_batch(rng, N + 4, pad_last=0)
+    first = mlm.train_on_batch([tokens, segments], tokens)
+    for _ in range(3):
+        last = mlm.train_on_batch([tokens, segments], tokens)
+    assert last < first
+
+
+# ------------------------------------------------------------------ position layers
+def test_position_layers_follow_formulas():
+    dim, length = 8, 300
+    angles = np.arange(length)[:, None] / 10000.0 ** (2 * np.arange(dim // 2)[None] / dim)
+    expected = np.stack([np.sin(angles), np.cos(angles)], -1).reshape(length, dim)
+    x = np.random.default_rng(0).standard_normal((2, length, dim)).astype("float32")
+    added = keras.ops.convert_to_numpy(SinusoidalPositionEmbedding(dim)(x))
+    np.testing.assert_allclose(added, x + expected[None], atol=1e-4)  # float32 angles up to 300 rad
+    relative = keras.ops.convert_to_numpy(RelativePositionEmbedding(M, dim)([x[:, :40], x[:, :40]]))
+    np.testing.assert_allclose(relative, nezha_relative_table(40, M, dim), atol=1e-5)
+
+
+# ------------------------------------------------------------------ bad input and defaults
+def test_nezha_max_relative_position_default_and_config(checkpoints):
+    roformer_config = checkpoints["roformer"][0]  # a config without max_relative_position
+    nezha = build_transformer_model(roformer_config, model="nezha", return_keras_model=False)
+    assert nezha.max_relative_position == 64
+    attention = nezha.model.get_layer("Transformer-0-MultiHeadSelfAttention").get_config()
+    assert attention["position_bias"] == "typical_relative" and attention["max_relative_position"] == 64
+    from_config = build_transformer_model(checkpoints["nezha"][0], model="nezha")
+    assert from_config.get_layer("Transformer-1-MultiHeadSelfAttention").max_relative_position == M
+    for bad in (0, -3, 2.5, True, "64"):
+        with pytest.raises(ValueError, match=r"max_relative_position must be a positive int.*64"):
+            build_transformer_model(roformer_config, model="nezha", max_relative_position=bad)
+
+
+def test_unsupported_combinations_name_the_fix(checkpoints):
+    nezha_config, roformer_config, electra_config = (checkpoints[n][0] for n in ("nezha", "roformer", "electra"))
+    with pytest.raises(ValueError, match=r"only attention='full'.*model='roformer'"):
+        build_transformer_model(nezha_config, model="nezha", attention="chunked")
+    with pytest.raises(ValueError, match="no position table, so hierarchical_position does not apply"):
+        build_transformer_model(roformer_config, model="roformer", hierarchical_position=True)
+    with pytest.raises(ValueError, match=r"no with_mlm head.*with_discriminator=True"):
+        build_transformer_model(electra_config, model="electra", with_mlm=True)
+    long_roformer = build_transformer_model(roformer_config, model="roformer", sequence_length=4 * N)
+    assert long_roformer.inputs[0].shape == (None, 4 * N)
+    with pytest.raises(ValueError, match="position_bias must be one of"):
+        MultiHeadAttention(heads=2, head_size=4, position_bias="alibi")
+    with pytest.raises(ValueError, match="positive even size"):
+        MultiHeadAttention(heads=2, head_size=3, position_bias="rotary")
+    with pytest.raises(ValueError, match=r"key_size \(4\) must equal head_size \(6\)"):
+        MultiHeadAttention(heads=2, head_size=6, key_size=4, position_bias="typical_relative", max_relative_position=8)
+
+
+@pytest.mark.parametrize("name", ["nezha", "roformer"])
+def test_causal_lm_matches_reference(checkpoints, rng, name):
+    """application='lm' adds the causal mask to NEZHA's own attention path and to the rotary kernel path."""
+    config_path, checkpoint_path, _ = checkpoints[name]
+    lm = build_transformer_model(config_path, checkpoint_path, model=name, application="lm", with_mlm="linear")
+    length = N + 4
+    tokens, segments = random_batch(rng, length, pad_last=0)
+    causal = np.tril(np.ones((length, length), bool))[None].repeat(2, 0)
+    w = read_weights(checkpoint_path)
+    sequence = encoder_forward(w, tokens, segments, HEADS, LAYERS, positions={"nezha": "relative"}.get(name, "rotary"),
+                               max_relative_position=M, attention_keep=causal)
+    logits = lm.predict([tokens, segments], verbose=0)
+    np.testing.assert_allclose(logits, bert_heads(w, sequence)[1], atol=ATOL, rtol=RTOL)
