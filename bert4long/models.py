@@ -118,7 +118,7 @@ class Transformer:
         self.custom_position_ids = custom_position_ids
         self.with_nsp = with_nsp
         self.with_pool = with_pool or with_nsp
-        self.with_mlm = with_mlm
+        self.with_mlm = with_mlm or (application in ("lm", "unilm"))  # bert4keras: language models predict tokens
         self.gathered_mlm = gathered_mlm
         if gathered_mlm and not with_mlm:
             self.with_mlm = True

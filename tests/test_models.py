@@ -191,6 +191,12 @@ def test_lm_application_is_causal_and_unilm_matches_reference(tiny_bert, rng):
     np.testing.assert_allclose(unilm.predict([tokens, segments], verbose=0), reference["mlm_logits"], atol=1e-4, rtol=RTOL)
 
 
+def test_language_model_applications_imply_mlm_output(tiny_bert):
+    for application in ("lm", "unilm"):  # bert4keras sets with_mlm=True for them
+        model = build_transformer_model(tiny_bert[0], application=application)
+        assert model.output.shape[-1] == VOCAB
+
+
 def test_config_renames_and_overrides(tiny_bert):
     config_path, _, _ = tiny_bert
     bert = build_transformer_model(config_path, segment_vocab_size=0, max_position=32, return_keras_model=False)
