@@ -47,10 +47,13 @@ def machine_stamp(command=None):
     }
 
 
-def run_isolated(script, args, env=None, timeout=1800):
+def run_isolated(script, args, env=None, timeout=1800, python=None):
     """Run ``script args`` in a fresh Python process and return its last stdout line parsed as JSON."""
-    result = subprocess.run([sys.executable, script, *args], capture_output=True, text=True, timeout=timeout,
-                            env={**os.environ, **(env or {})})
+    try:
+        result = subprocess.run([python or sys.executable, script, *args], capture_output=True, text=True,
+                                timeout=timeout, env={**os.environ, **(env or {})})
+    except subprocess.TimeoutExpired:
+        return {"error": [f"timed out after {timeout} s"]}
     lines = [line for line in result.stdout.splitlines() if line.startswith("{")]
     if result.returncode != 0 or not lines:
         return {"error": (result.stderr or result.stdout).strip().splitlines()[-1:] or ["no output"]}
