@@ -1,0 +1,59 @@
+"""Choosing a `tf.distribute` strategy by name (``--distribute``).
+
+==============  ===============================================================
+``none``        the default strategy (one device)
+``mirrored``    `tf.distribute.MirroredStrategy`: all GPUs (or the logical CPU
+                devices) of this machine, synchronous all-reduce
+``multiworker`` `tf.distribute.MultiWorkerMirroredStrategy`: several machines;
+                each process reads its role from the ``TF_CONFIG`` environment
+                variable (``{"cluster": {"worker": [...]}, "task": {...}}``)
+``tpu``         `tf.distribute.TPUStrategy` on the TPU named by ``tpu_address``
+                (a Cloud TPU VM: ``"local"``)
+==============  ===============================================================
+
+Build and compile the model inside ``strategy.scope()`` and give ``fit`` the
+*global* batch: Keras splits it across replicas and all-reduces the gradients.
+"""
+import json
+import os
+
+import tensorflow as tf
+
+STRATEGIES = ("none", "mirrored", "multiworker", "tpu")
+
+
+def get_strategy(name="none", tpu_address="local"):
+    """The `tf.distribute.Strategy` called ``name`` (see module docstring).
+
+    Example:
+    >>> from bert4long.distribute import get_strategy
+    >>> strategy = get_strategy("none")
+    >>> strategy.num_replicas_in_sync
+    1
+    """
+    if name in (None, "none"):
+        return tf.distribute.get_strategy()
+    if name == "mirrored":
+        return tf.distribute.MirroredStrategy()
+    if name == "multiworker":
+        if "TF_CONFIG" not in os.environ:
+            raise ValueError(
+                "--distribute multiworker needs the TF_CONFIG environment variable on every worker, e.g. "
+                + json.dumps({"cluster": {"worker": ["host1:12345", "host2:12345"]}, "task": {"type": "worker",
+                                                                                            "index": 0}})
+            )
+        return tf.distribute.MultiWorkerMirroredStrategy()
+    if name == "tpu":
+        resolver = tf.distribute.cluster_resolver.TPUClusterResolver(tpu=tpu_address)
+        tf.config.experimental_connect_to_cluster(resolver)
+        tf.tpu.experimental.initialize_tpu_system(resolver)
+        return tf.distribute.TPUStrategy(resolver)
+    raise ValueError(f"Unknown --distribute {name!r}: choose one of {STRATEGIES}.")
+
+
+def is_chief(strategy):
+    """True on the process that writes checkpoints and exports (worker 0, or a single process)."""
+    resolver = getattr(strategy, "cluster_resolver", None)
+    if resolver is None or not resolver.cluster_spec().as_dict():
+        return True
+    return resolver.task_type in ("chief", None) or (resolver.task_type == "worker" and resolver.task_id == 0)

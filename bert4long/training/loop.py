@@ -1,0 +1,96 @@
+"""`fit_resumable`: Keras ``model.fit`` in checkpointed intervals, resumable after any interruption."""
+import importlib.util
+import math
+import os
+import time
+
+import keras
+import numpy as np
+import tensorflow as tf
+
+from bert4long.training.resume import RunDirectory
+
+
+class TrainingDiverged(FloatingPointError):
+    """The loss became NaN or infinite; the last good checkpoint was kept."""
+
+
+class _StopOnNonFinite(keras.callbacks.Callback):
+    def __init__(self):
+        super().__init__()
+        self.bad_step = None
+
+    def on_train_batch_end(self, batch, logs=None):
+        loss = (logs or {}).get("loss")
+        if loss is not None and not np.isfinite(float(loss)):
+            self.bad_step = int(self.model.optimizer.iterations.numpy())
+            self.model.stop_training = True
+
+
+def _log(message, verbose):
+    if verbose:
+        print(message, flush=True)
+
+
+def fit_resumable(model, make_dataset, steps, out_dir, config, save_every=100, tokens_per_step=None,
+                  callbacks=(), verbose="auto", tensorboard=True, keep=2):
+    """Train ``model`` (compiled) for ``steps`` batches, checkpointing every ``save_every``.
+
+    ``make_dataset(start_step)`` must return the (endless) batches from
+    ``start_step`` on. If ``out_dir`` already holds a state of this ``config``,
+    training resumes from its step (optimizer, schedule, dropout RNG and data
+    position included) and says so. A NaN/inf loss stops training with
+    `TrainingDiverged`, keeping the last good checkpoint. ``save_every=0`` never
+    checkpoints (e.g. on non-chief workers).
+
+    Returns a dict: ``start_step``, ``steps``, ``seconds``, ``tokens_per_second``,
+    ``logs`` (the last interval's Keras logs).
+
+    Example:
+    >>> from bert4long.training import fit_resumable
+    >>> summary = fit_resumable(model, lambda start: mlm_batches(seqs, masker, 8, start_step=start),
+    ...                         steps=1000, out_dir="run", config={"seq_len": 512})  # doctest: +SKIP
+    """
+    run = RunDirectory(out_dir, config, keep=keep)
+    optimizer = model.optimizer
+    optimizer.build(model.trainable_variables)
+    checkpoint = tf.train.Checkpoint(model=model, optimizer=optimizer)
+    start = run.restore(checkpoint)
+    if start:
+        print(f"resumed from step {start} ({run.directory})", flush=True)
+    interval = save_every if save_every else steps
+    guard = _StopOnNonFinite()
+    extra = [guard, *callbacks]
+    if tensorboard and importlib.util.find_spec("tensorboard") is None:
+        _log("TensorBoard logs skipped: pip install tensorboard to get them.", verbose)
+    elif tensorboard:
+        extra.append(keras.callbacks.TensorBoard(os.path.join(run.out_dir, "logs"), update_freq="epoch"))
+    logs, begin, step = {}, time.perf_counter(), start
+    while step < steps:
+        length = min(interval - step % interval, steps - step)
+        epoch = step // interval
+        _log(f"steps {step + 1}-{step + length} of {steps}", verbose)
+        history = model.fit(make_dataset(step), steps_per_epoch=length, initial_epoch=epoch, epochs=epoch + 1,
+                            callbacks=extra, verbose=verbose, shuffle=False)
+        if guard.bad_step is not None:
+            last = run.latest_step()
+            raise TrainingDiverged(
+                f"The loss became NaN/inf at step {guard.bad_step}; training stopped. "
+                + (f"The last good checkpoint (step {last}) is kept in {run.directory!r}. " if last is not None
+                   else "No checkpoint had been written yet. ")
+                + "Lower --learning-rate (or enable gradient clipping) and run again."
+            )
+        step += length
+        logs = {k: float(v[-1]) for k, v in history.history.items()}
+        if save_every and (step % interval == 0 or step == steps):
+            run.save(checkpoint, step, extra={"logs": logs})
+    seconds = time.perf_counter() - begin
+    done = steps - start
+    return {
+        "start_step": start,
+        "steps": steps,
+        "seconds": seconds,
+        "tokens_per_second": (done * tokens_per_step / seconds) if tokens_per_step and done else math.nan,
+        "logs": logs,
+        "checkpoints": run.directory,
+    }

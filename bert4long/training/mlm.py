@@ -1,0 +1,158 @@
+"""Masked-LM continued pretraining: the model, its loss/accuracy, and deterministic batches.
+
+The model is bert4long's BERT with the *gathered* MLM head (logits only at the
+``P`` masked positions). Keras's ``compile``/``fit`` do the rest:
+`SparseCategoricalCrossentropy` with ``reduction='mean_with_sample_weight'`` and
+`SparseCategoricalAccuracy`, both weighted by ``masked_weights``, so the loss and
+the accuracy count masked positions only (padding predictions have weight 0).
+
+Batches are a pure function of the step: batch ``s`` holds sequences
+``s*B .. s*B+B-1`` (cycling over the packed corpus) masked with the stateless
+seed ``(seed, index)``, so a resumed run sees exactly the batches the
+uninterrupted run would have seen.
+"""
+import contextlib
+import os
+
+import keras
+import numpy as np
+import tensorflow as tf
+
+from bert4long.data.masking import MLMMasker
+from bert4long.huggingface import is_huggingface_folder
+from bert4long.models import build_transformer_model
+
+HEAD_LAYERS = ("MLM-Dense", "MLM-Norm", "MLM-Bias")
+
+
+def default_precision():
+    """``'mixed_float16'`` on a GPU, ``'mixed_bfloat16'`` on CPU."""
+    return "mixed_float16" if tf.config.list_physical_devices("GPU") else "mixed_bfloat16"
+
+
+@contextlib.contextmanager
+def dtype_policy(policy):
+    """Build layers under ``policy`` (None, 'float32', 'mixed_bfloat16', 'mixed_float16', 'auto')."""
+    if policy == "auto":
+        policy = default_precision()
+    previous = keras.config.dtype_policy()
+    if policy:
+        keras.config.set_dtype_policy(policy)
+    try:
+        yield
+    finally:
+        keras.config.set_dtype_policy(previous)
+
+
+def build_mlm_model(config_path=None, checkpoint_path=None, precision=None, **kwargs):
+    """A BERT with the gathered MLM head (logits), loaded from a Google checkpoint or HF folder.
+
+    A checkpoint without MLM head (e.g. a Hugging Face sentence encoder) loads the
+    encoder and starts the tied head as BERT initialises it (dense: truncated
+    normal, LayerNorm: 1/0, output bias: 0). Returns ``(model, builder,
+    has_pretrained_head)``.
+
+    Example:
+    >>> from bert4long.training import build_mlm_model
+    >>> model, builder, _ = build_mlm_model("bert_config.json", "bert_model.ckpt",
+    ...                                     hierarchical_position=True)  # doctest: +SKIP
+    """
+    if config_path is None and is_huggingface_folder(checkpoint_path):
+        config_path = os.path.join(checkpoint_path, "config.json")
+    with dtype_policy(precision):
+        builder = build_transformer_model(
+            config_path, None, with_mlm="linear", gathered_mlm=True, return_keras_model=False, **kwargs
+        )
+        has_head = True
+        if checkpoint_path is not None:
+            try:
+                builder.load_weights_from_checkpoint(checkpoint_path)
+            except ValueError as error:
+                if "'cls/predictions" not in str(error):
+                    raise
+                has_head = False
+                encoder = build_transformer_model(config_path, checkpoint_path, **{
+                    k: v for k, v in kwargs.items() if k not in ("recompute",)})
+                for layer in encoder.layers:
+                    if layer.weights:
+                        builder.model.get_layer(layer.name).set_weights(layer.get_weights())
+    return builder.model, builder, has_head
+
+
+def mlm_loss():
+    return keras.losses.SparseCategoricalCrossentropy(from_logits=True, reduction="mean_with_sample_weight")
+
+
+def compile_mlm(model, optimizer, jit_compile="auto", steps_per_execution=1):
+    """Compile ``model`` for MLM: masked-position loss and accuracy (``mlm_accuracy``)."""
+    model.compile(
+        optimizer=optimizer,
+        loss=mlm_loss(),
+        weighted_metrics=[keras.metrics.SparseCategoricalAccuracy(name="mlm_accuracy")],
+        jit_compile=jit_compile,
+        steps_per_execution=steps_per_execution,
+    )
+    return model
+
+
+def to_model_inputs(batch):
+    """``{token_ids, segment_ids, masked_positions, masked_ids, masked_weights}`` -> ``(x, y, w)``."""
+    segment_ids = batch.get("segment_ids", tf.zeros_like(batch["token_ids"]))
+    x = (batch["token_ids"], segment_ids, batch["masked_positions"])
+    return x, batch["masked_ids"], batch["masked_weights"]
+
+
+def mlm_batches(sequences, masker, batch_size, seed=0, start_step=0):
+    """Endless deterministic MLM batches from packed ``sequences`` (int32 ``[N, L]``), from ``start_step`` on.
+
+    Example:
+    >>> import numpy as np
+    >>> from bert4long.data.masking import MLMMasker
+    >>> from bert4long.training import mlm_batches
+    >>> masker = MLMMasker(vocab_size=64, mask_id=4, special_ids=[0, 1, 2, 3, 4], max_predictions=2)
+    >>> data = mlm_batches(np.full((3, 8), 9, "int32"), masker, batch_size=2)
+    >>> [t.shape.as_list() for t in next(iter(data))[0]]
+    [[2, 8], [2, 8], [2, 2]]
+    """
+    sequences = np.asarray(sequences, dtype="int32")
+    if sequences.ndim != 2 or len(sequences) == 0:
+        raise ValueError(f"Need a non-empty [num_sequences, length] array of token ids, got shape {sequences.shape}.")
+    table = tf.constant(sequences)
+    count = len(sequences)
+
+    def example(index):
+        masked = masker(tf.gather(table, index % count), seed=tf.stack([tf.constant(seed, tf.int64), index]))
+        masked["segment_ids"] = tf.zeros_like(masked["token_ids"])
+        return masked
+
+    dataset = tf.data.Dataset.range(int(start_step) * batch_size, np.iinfo(np.int64).max)
+    dataset = dataset.map(example, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
+    return dataset.batch(batch_size, drop_remainder=True).map(to_model_inputs).prefetch(tf.data.AUTOTUNE)
+
+
+def evaluate_mlm(model, sequences, masker, batch_size, steps=None, seed=12345):
+    """MLM loss and accuracy (masked positions only) on a fixed masking of ``sequences``.
+
+    Returns ``{'loss': float, 'mlm_accuracy': float, 'predictions': int}``.
+    """
+    sequences = np.asarray(sequences, dtype="int32")
+    steps = steps or max(1, len(sequences) // batch_size)
+    loss_fn = mlm_loss()
+    total_loss = total_correct = total_weight = 0.0
+    predict = tf.function(lambda x: model(x, training=False), jit_compile=False, reduce_retracing=True)
+    for x, y, w in mlm_batches(sequences, masker, batch_size, seed=seed).take(steps):
+        logits = tf.cast(predict(x), tf.float32)
+        weight = float(tf.reduce_sum(w))
+        total_loss += float(loss_fn(y, logits, sample_weight=w)) * weight
+        correct = tf.cast(tf.equal(tf.argmax(logits, -1, output_type=tf.int32), y), tf.float32)
+        total_correct += float(tf.reduce_sum(correct * w))
+        total_weight += weight
+    total_weight = max(total_weight, 1e-9)
+    return {"loss": total_loss / total_weight, "mlm_accuracy": total_correct / total_weight,
+            "predictions": int(total_weight)}
+
+
+def masker_for(tokenizer, seq_len, mask_rate=0.15):
+    """An 80/10/10 masker predicting up to ``ceil(mask_rate * seq_len)`` tokens per sequence."""
+    return MLMMasker.from_tokenizer(tokenizer, max_predictions=max(1, int(np.ceil(mask_rate * seq_len))),
+                                    mask_rate=mask_rate)

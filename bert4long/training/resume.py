@@ -1,0 +1,124 @@
+"""Interrupt-safe training state: atomic periodic checkpoints and exact resume.
+
+Layout under ``out_dir/checkpoints/``::
+
+    step-000200/ckpt.index, ckpt.data-*, run.json   one complete training state each
+    latest                                           name of the newest complete one
+
+A state is written into a hidden temporary folder and renamed into place only
+when complete, and ``latest`` is replaced atomically afterwards, so neither a
+``kill -9`` nor a full disk during a write can leave a partial state where
+`RunDirectory.restore` looks. ``run.json`` records the model configuration;
+resuming with a different one is refused.
+"""
+import errno
+import json
+import os
+import shutil
+
+
+POINTER = "latest"
+
+
+def _atomic_write_text(path, text):
+    tmp = f"{path}.tmp-{os.getpid()}"
+    with open(tmp, "w", encoding="utf-8") as f:
+        f.write(text)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+
+
+def _write_state(checkpoint, prefix):
+    """Write the TF checkpoint files (separate so tests can simulate a full disk here)."""
+    checkpoint.write(prefix)
+
+
+class RunDirectory:
+    """Periodic training checkpoints of one run in ``out_dir`` (see module docstring).
+
+    Args:
+        out_dir: the run's output folder.
+        config: JSON-able dict describing the model; a resume must match it.
+        keep: how many complete states to keep.
+
+    Example:
+    >>> import tensorflow as tf, tempfile
+    >>> from bert4long.training import RunDirectory
+    >>> step = tf.Variable(0)
+    >>> run = RunDirectory(tempfile.mkdtemp(), {"hidden_size": 16})
+    >>> run.save(tf.train.Checkpoint(step=step), 10)
+    >>> run.latest_step()
+    10
+    """
+
+    def __init__(self, out_dir, config, keep=2):
+        self.out_dir = os.path.abspath(out_dir)
+        self.directory = os.path.join(self.out_dir, "checkpoints")
+        self.config = json.loads(json.dumps(config))
+        self.keep = keep
+
+    def _state_dir(self, step):
+        return os.path.join(self.directory, f"step-{int(step):09d}")
+
+    def latest_step(self):
+        """The step of the newest complete state, or None."""
+        pointer = os.path.join(self.directory, POINTER)
+        if os.path.isfile(pointer):
+            name = open(pointer, encoding="utf-8").read().strip()
+            if os.path.isfile(os.path.join(self.directory, name, "run.json")):
+                return int(name.split("-")[1])
+        steps = [int(n.split("-")[1]) for n in os.listdir(self.directory) if n.startswith("step-")
+                 and os.path.isfile(os.path.join(self.directory, n, "run.json"))] if os.path.isdir(self.directory) else []
+        return max(steps) if steps else None
+
+    def check_config(self, step):
+        with open(os.path.join(self._state_dir(step), "run.json"), encoding="utf-8") as f:
+            saved = json.load(f)["config"]
+        different = sorted(k for k in set(saved) | set(self.config) if saved.get(k) != self.config.get(k))
+        if different:
+            details = ", ".join(f"{k}: saved {saved.get(k)!r} vs now {self.config.get(k)!r}" for k in different)
+            raise ValueError(
+                f"Cannot resume from {self.out_dir!r}: it holds a run with a different configuration ({details}). "
+                "Run again with the same arguments, or choose a new --out folder (or delete the old one) to start over."
+            )
+
+    def restore(self, checkpoint):
+        """Restore the newest state into ``checkpoint``; return its step (0 if there is none)."""
+        step = self.latest_step()
+        if step is None:
+            return 0
+        self.check_config(step)
+        checkpoint.read(os.path.join(self._state_dir(step), "ckpt")).assert_existing_objects_matched()
+        return step
+
+    def save(self, checkpoint, step, extra=None):
+        """Write a complete state for ``step`` atomically, then prune old ones."""
+        os.makedirs(self.directory, exist_ok=True)
+        final = self._state_dir(step)
+        tmp = os.path.join(self.directory, f".tmp-step-{int(step):09d}-{os.getpid()}")
+        shutil.rmtree(tmp, ignore_errors=True)
+        try:
+            os.makedirs(tmp)
+            _write_state(checkpoint, os.path.join(tmp, "ckpt"))
+            _atomic_write_text(os.path.join(tmp, "run.json"),
+                               json.dumps({"step": int(step), "config": self.config, **(extra or {})}, indent=2))
+            shutil.rmtree(final, ignore_errors=True)
+            os.replace(tmp, final)
+            _atomic_write_text(os.path.join(self.directory, POINTER), os.path.basename(final))
+        except OSError as error:
+            shutil.rmtree(tmp, ignore_errors=True)
+            previous = self.latest_step()
+            reason = "the disk is full" if error.errno == errno.ENOSPC else str(error)
+            raise OSError(
+                error.errno,
+                f"Could not write the training checkpoint for step {step} in {self.directory!r} ({reason}). "
+                + (f"The previous checkpoint (step {previous}) is intact: free some space and run the same "
+                   "command again to resume from it." if previous is not None else "No earlier checkpoint exists."),
+            ) from error
+        self._prune()
+
+    def _prune(self):
+        names = sorted(n for n in os.listdir(self.directory) if n.startswith("step-"))
+        for name in names[: -self.keep]:
+            shutil.rmtree(os.path.join(self.directory, name), ignore_errors=True)

@@ -1,0 +1,78 @@
+"""The bert4long command end to end on a tiny checkpoint and corpus (one subprocess per command)."""
+import os
+import shutil
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from bert4long.checkpoints import CheckpointReader
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def bert4long(*args, cwd):
+    command = [shutil.which("bert4long")] if shutil.which("bert4long") else [sys.executable, "-m", "bert4long.cli"]
+    env = dict(os.environ, PYTHONPATH=ROOT)
+    return subprocess.run(command + list(args), cwd=cwd, env=env, capture_output=True, text=True, timeout=400)
+
+
+@pytest.fixture
+def corpus(tmp_path, rng):
+    folder = tmp_path / "corpus"
+    folder.mkdir()
+    for i in range(6):
+        (folder / f"doc{i}.txt").write_text(" ".join(f"w{j % 30}" for j in rng.integers(0, 60, 50)))
+    return folder
+
+
+def test_pretrain_resume_info_export(tiny_bert, corpus, tmp_path):
+    config, checkpoint, _ = tiny_bert
+    common = ["pretrain", "--config", config, "--checkpoint", checkpoint, "--corpus", str(corpus), "--seq-len", "24",
+              "--hierarchical-position", "--batch-size", "2", "--save-every", "2", "--out", "run", "--no-xla",
+              "--quiet", "--eval-sequences", "2"]
+    first = bert4long(*common, "--steps", "2", cwd=tmp_path)
+    assert first.returncode == 0, first.stderr[-3000:]
+    second = bert4long(*common, "--steps", "2", cwd=tmp_path)       # same command again: nothing left to do
+    assert "resumed from step 2" in second.stdout, second.stdout + second.stderr[-2000:]
+    assert "MLM accuracy at 24 tokens" in second.stdout and "tokens/s" in second.stdout
+    reader = CheckpointReader(str(tmp_path / "run" / "bert_model.ckpt"))
+    assert reader.shape("bert/embeddings/position_embeddings") == (16, 16)   # hierarchical adds no rows
+    assert "cls/predictions/output_bias" in reader
+
+    info = bert4long("info", str(tmp_path / "run"), cwd=tmp_path)
+    assert info.returncode == 0 and "up to 256 with --hierarchical-position" in info.stdout, info.stderr[-2000:]
+    assert "bert/encoder/layer_1/output/dense/kernel [32, 16]" in info.stdout
+
+    exported = bert4long("export", "--checkpoint", str(tmp_path / "run" / "bert_model.ckpt"), "--hierarchical-position",
+                         "--out", "served", cwd=tmp_path)
+    assert exported.returncode == 0 and "sequence_output" in exported.stdout, exported.stderr[-2000:]
+    assert (tmp_path / "served" / "saved_model.pb").exists()
+
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    bad = bert4long("pretrain", "--config", config, "--checkpoint", checkpoint, "--corpus", str(empty), cwd=tmp_path)
+    assert bad.returncode == 1 and "holds no text" in bad.stderr
+    other = bert4long(*[a if a != "24" else "20" for a in common], "--steps", "4", cwd=tmp_path)
+    assert other.returncode == 1 and "different configuration" in other.stderr and "seq_len" in other.stderr
+
+
+def test_help_lists_every_command():
+    from bert4long.cli import COMMANDS, build_parser
+
+    text = build_parser().format_help()
+    for name in ("pretrain", "finetune", "evaluate", "export", "info"):
+        assert name in text and name in COMMANDS
+    assert np.all([callable(run) for _, run, _ in COMMANDS.values()])
+
+
+def test_missing_corpus_and_bad_jsonl_are_named(tmp_path):
+    from bert4long.training.corpus import read_corpus
+
+    with pytest.raises(FileNotFoundError, match="Corpus not found.*--corpus"):
+        read_corpus(str(tmp_path / "nowhere"))
+    bad = tmp_path / "c.jsonl"
+    bad.write_text('{"body": "x"}\n')
+    with pytest.raises(ValueError, match=r"c.jsonl:1 has no 'text' field"):
+        read_corpus(str(bad))

@@ -1,0 +1,71 @@
+"""tf.distribute: two logical CPU devices (MirroredStrategy) give the same MLM loss as one device
+with the same global batch.
+
+MultiWorkerMirroredStrategy is not tested here: Keras 3.15's `fit` reduces the first (nested)
+batch with `strategy.reduce` in `_maybe_symbolic_build`, which MultiWorkerMirroredStrategy cannot
+do for an ``(x, y, sample_weight)`` structure (ValueError converting a PerReplica), so `fit` fails
+before the first step on two loopback workers (checked by hand with TF_CONFIG).
+
+Every sequence has the same length and no padding, so every replica predicts the same number of
+masked tokens and the per-replica weighted means average to the global weighted mean exactly.
+"""
+import json
+import os
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+SCRIPT = textwrap.dedent("""
+    import json, os, sys
+    import tensorflow as tf
+    mode, config, checkpoint, out = sys.argv[1:5]
+    if mode == "mirrored":   # two logical CPU devices: must happen before TensorFlow initialises
+        cpu = tf.config.list_physical_devices("CPU")[0]
+        tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
+    import keras, numpy as np
+    from bert4long.data.masking import MLMMasker
+    from bert4long.distribute import get_strategy
+    from bert4long.training import build_mlm_model, compile_mlm, mlm_batches
+
+    def losses(strategy):
+        keras.utils.set_random_seed(0)
+        masker = MLMMasker(vocab_size=64, mask_id=4, special_ids=[0, 1, 2, 3, 4], max_predictions=2)
+        seqs = (np.arange(8 * 10).reshape(8, 10) % 50 + 5).astype("int32")
+        with strategy.scope():
+            model, _, _ = build_mlm_model(config, checkpoint)
+            # Plain SGD: Adam's first steps are ~sign(gradient), which turns float32 all-reduce rounding on
+            # near-zero gradients into +-lr weight changes; and no clipping, which Keras applies per replica.
+            compile_mlm(model, keras.optimizers.SGD(0.05), jit_compile=False)
+        kernel = model.get_layer("Transformer-0-FeedForward").intermediate_dense.kernel
+        before = kernel.numpy().copy()
+        history = model.fit(mlm_batches(seqs, masker, 4, seed=1), steps_per_epoch=1, epochs=3, verbose=0)
+        return history.history["loss"], strategy.num_replicas_in_sync, float(abs(kernel.numpy() - before).sum())
+
+    result = {"single": losses(tf.distribute.get_strategy()),
+              "mirrored": losses(get_strategy("mirrored"))}
+    json.dump(result, open(out, "w"))
+""")
+
+
+def launch(mode, tiny_bert, out, env_extra=None):
+    config, checkpoint, _ = tiny_bert
+    env = dict(os.environ, PYTHONPATH=ROOT, **(env_extra or {}))
+    return subprocess.Popen([sys.executable, "-c", SCRIPT, mode, config, checkpoint, str(out)], env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+
+
+def test_mirrored_matches_single_device(tiny_bert, tmp_path):
+    mirrored = launch("mirrored", tiny_bert, tmp_path / "mirrored.json")
+    output, _ = mirrored.communicate(timeout=400)
+    assert mirrored.returncode == 0, output[-3000:]
+    local = json.load(open(tmp_path / "mirrored.json"))
+    single, replicas_single, moved_single = local["single"]
+    mirrored_losses, replicas, moved = local["mirrored"]
+    assert replicas_single == 1 and replicas == 2
+    np.testing.assert_allclose(mirrored_losses, single, rtol=1e-5)   # float32 all-reduce order only
+    assert moved_single > 1e-3                                        # the weights did move
+    assert abs(moved - moved_single) < 1e-3 * moved_single
