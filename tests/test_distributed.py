@@ -1,10 +1,7 @@
-"""tf.distribute: two logical CPU devices (MirroredStrategy) give the same MLM loss as one device
-with the same global batch.
-
-MultiWorkerMirroredStrategy is not tested here: Keras 3.15's `fit` reduces the first (nested)
-batch with `strategy.reduce` in `_maybe_symbolic_build`, which MultiWorkerMirroredStrategy cannot
-do for an ``(x, y, sample_weight)`` structure (ValueError converting a PerReplica), so `fit` fails
-before the first step on two loopback workers (checked by hand with TF_CONFIG).
+"""tf.distribute: two logical CPU devices (MirroredStrategy, through ``model.fit``) and two worker
+processes on loopback (MultiWorkerMirroredStrategy, through `fit_distributed`, because Keras 3's
+``fit`` cannot start under that strategy: keras-team/keras#20585) give the same MLM losses as one
+device with the same global batch.
 
 Every sequence has the same length and no padding, so every replica predicts the same number of
 masked tokens and the per-replica weighted means average to the global weighted mean exactly.
@@ -69,3 +66,66 @@ def test_mirrored_matches_single_device(tiny_bert, tmp_path):
     np.testing.assert_allclose(mirrored_losses, single, rtol=1e-5)   # float32 all-reduce order only
     assert moved_single > 1e-3                                        # the weights did move
     assert abs(moved - moved_single) < 1e-3 * moved_single
+
+
+WORKER = textwrap.dedent("""
+    import json, os, sys
+    mode, config, checkpoint, out = sys.argv[1:5]
+    import tensorflow as tf
+    strategy = tf.distribute.MultiWorkerMirroredStrategy() if mode == "multiworker" else tf.distribute.get_strategy()
+    import keras, numpy as np
+    from bert4long.data.masking import MLMMasker
+    from bert4long.training import build_mlm_model, compile_mlm, mlm_batches
+    from bert4long.training.loop import fit_distributed, needs_custom_loop
+
+    keras.utils.set_random_seed(0)
+    masker = MLMMasker(vocab_size=64, mask_id=4, special_ids=[0, 1, 2, 3, 4], max_predictions=2)
+    seqs = (np.arange(8 * 10).reshape(8, 10) % 50 + 5).astype("int32")
+    with strategy.scope():
+        model, _, _ = build_mlm_model(config, checkpoint)
+        compile_mlm(model, keras.optimizers.SGD(0.05), jit_compile=False)
+    kernel = model.get_layer("Transformer-0-FeedForward").intermediate_dense.kernel
+    before = kernel.numpy().copy()
+    result = fit_distributed(model, mlm_batches(seqs, masker, 4, seed=1), 3)
+    result.update(replicas=strategy.num_replicas_in_sync, custom_loop=needs_custom_loop(model),
+                  moved=float(abs(kernel.numpy() - before).sum()))
+    json.dump(result, open(out, "w"))
+""")
+
+
+def free_ports(count):
+    import socket
+
+    sockets = [socket.socket() for _ in range(count)]
+    for sock in sockets:
+        sock.bind(("127.0.0.1", 0))
+    ports = [sock.getsockname()[1] for sock in sockets]
+    for sock in sockets:
+        sock.close()
+    return ports
+
+
+def test_two_workers_match_single_device(tiny_bert, tmp_path):
+    config, checkpoint, _ = tiny_bert
+    workers = [f"127.0.0.1:{port}" for port in free_ports(2)]
+    processes = []
+    for index in range(2):
+        tf_config = json.dumps({"cluster": {"worker": workers}, "task": {"type": "worker", "index": index}})
+        env = dict(os.environ, PYTHONPATH=ROOT, TF_CONFIG=tf_config)
+        processes.append(subprocess.Popen([sys.executable, "-c", WORKER, "multiworker", config, checkpoint,
+                                           str(tmp_path / f"worker{index}.json")], env=env,
+                                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))
+    single = subprocess.run([sys.executable, "-c", WORKER, "single", config, checkpoint, str(tmp_path / "single.json")],
+                            env=dict(os.environ, PYTHONPATH=ROOT), capture_output=True, text=True, timeout=400)
+    assert single.returncode == 0, single.stderr[-3000:]
+    for process in processes:
+        output, _ = process.communicate(timeout=400)
+        assert process.returncode == 0, output[-3000:]
+    reference = json.load(open(tmp_path / "single.json"))
+    assert reference["replicas"] == 1 and not reference["custom_loop"]
+    for index in range(2):
+        worker = json.load(open(tmp_path / f"worker{index}.json"))
+        assert worker["replicas"] == 2 and worker["custom_loop"]
+        np.testing.assert_allclose(worker["loss"], reference["loss"], rtol=1e-5)  # all-reduce order only
+        assert abs(worker["moved"] - reference["moved"]) < 1e-3 * reference["moved"]  # same updates
+    assert reference["moved"] > 1e-3

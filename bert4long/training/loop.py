@@ -32,6 +32,41 @@ def _log(message, verbose):
         print(message, flush=True)
 
 
+def needs_custom_loop(model):
+    """Keras 3's ``fit`` cannot start under `MultiWorkerMirroredStrategy` (it reduces the first batch with
+    ``strategy.reduce``, which fails on a per-replica batch: keras-team/keras#20585), so that strategy
+    trains through `fit_distributed` instead; every other strategy uses ``model.fit``."""
+    return isinstance(model.distribute_strategy, tf.distribute.MultiWorkerMirroredStrategy)
+
+
+def fit_distributed(model, dataset, steps):
+    """Run ``steps`` training steps of a compiled ``model`` with ``strategy.run`` (one `tf.function` step).
+
+    The step is Keras's own: ``model.compute_loss`` with the compiled loss (which
+    Keras scales by the number of replicas) and the optimizer's all-reduced
+    ``apply_gradients`` (clipping, accumulation and schedules included), as
+    ``model.fit`` does under `tf.distribute`. Returns ``{"loss": [...]}``, the
+    global loss of each step.
+    """
+    strategy = model.distribute_strategy
+
+    def replica_step(x, y, sample_weight=None):
+        with tf.GradientTape() as tape:
+            y_pred = model(x, training=True)
+            # Keras already divides the compiled loss by the number of replicas under a strategy.
+            loss = model.compute_loss(x=x, y=y, y_pred=y_pred, sample_weight=sample_weight, training=True)
+        gradients = tape.gradient(loss, model.trainable_variables)
+        model.optimizer.apply_gradients(zip(gradients, model.trainable_variables))
+        return tf.distribute.get_replica_context().all_reduce("SUM", loss)  # across every worker's replicas
+
+    @tf.function
+    def train_step(batch):
+        return strategy.experimental_local_results(strategy.run(replica_step, args=batch))[0]
+
+    iterator = iter(strategy.experimental_distribute_dataset(dataset))
+    return {"loss": [float(train_step(next(iterator))) for _ in range(steps)]}
+
+
 def fit_resumable(model, make_dataset, steps, out_dir, config, save_every=100, tokens_per_step=None,
                   callbacks=(), verbose="auto", tensorboard=True, keep=2):
     """Train ``model`` (compiled) for ``steps`` batches, checkpointing every ``save_every``.
@@ -70,8 +105,15 @@ def fit_resumable(model, make_dataset, steps, out_dir, config, save_every=100, t
         length = min(interval - step % interval, steps - step)
         epoch = step // interval
         _log(f"steps {step + 1}-{step + length} of {steps}", verbose)
-        history = model.fit(make_dataset(step), steps_per_epoch=length, initial_epoch=epoch, epochs=epoch + 1,
-                            callbacks=extra, verbose=verbose, shuffle=False)
+        if needs_custom_loop(model):
+            losses = fit_distributed(model, make_dataset(step), length)["loss"]
+            history = keras.callbacks.History()
+            history.history = {"loss": losses}
+            bad = [i for i, loss in enumerate(losses) if not np.isfinite(loss)]
+            guard.bad_step = step + bad[0] + 1 if bad else None
+        else:
+            history = model.fit(make_dataset(step), steps_per_epoch=length, initial_epoch=epoch, epochs=epoch + 1,
+                                callbacks=extra, verbose=verbose, shuffle=False)
         if guard.bad_step is not None:
             last = run.latest_step()
             raise TrainingDiverged(
