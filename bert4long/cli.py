@@ -408,12 +408,50 @@ def run_info(args):
     print(f"heads: {', '.join(heads) or 'none (encoder only)'}")
 
 
+def add_extend_arguments(parser):
+    parser.add_argument("--config", help="bert_config.json (default: beside the checkpoint)")
+    parser.add_argument("--checkpoint", required=True, help="Google checkpoint prefix or Hugging Face folder")
+    parser.add_argument("--method", required=True, choices=["hierarchical", "copy", "interpolate"],
+                        help="hierarchical (first n rows unchanged, up to n*n), copy (tile the n rows, as "
+                             "Longformer), interpolate (position interpolation)")
+    parser.add_argument("--max-position", type=int, required=True, help="the new max_position_embeddings")
+    parser.add_argument("--alpha", type=float, default=0.4, help="hierarchical alpha (default 0.4)")
+    parser.add_argument("--out", required=True, help="folder for bert_config.json, vocab.txt, bert_model.ckpt.*")
+
+
+def run_extend(args):
+    from bert4long.extension import extend_checkpoint
+    from bert4long.huggingface import convert_huggingface_folder, is_huggingface_folder
+
+    config, checkpoint = args.config, args.checkpoint
+    if config is None and is_huggingface_folder(checkpoint):
+        config, checkpoint = convert_huggingface_folder(checkpoint, os.path.join(args.out, "original"))
+    if config is None:
+        raise SystemExit("error: extend needs --config (no bert_config.json beside the checkpoint)")
+    new_config, prefix = extend_checkpoint(config, checkpoint, args.method, args.max_position, args.out, args.alpha)
+    print(f"wrote {prefix} (max_position_embeddings = {args.max_position}, {args.method}) and {new_config}")
+
+
+def add_convert_arguments(parser):
+    parser.add_argument("--checkpoint", required=True, help="Hugging Face folder (config.json + model.safetensors)")
+    parser.add_argument("--out", required=True, help="folder for bert_config.json, vocab.txt, bert_model.ckpt.*")
+
+
+def run_convert(args):
+    from bert4long.huggingface import convert_huggingface_folder
+
+    config, prefix = convert_huggingface_folder(args.checkpoint, args.out)
+    print(f"wrote {prefix} (Google layout) and {config}")
+
+
 COMMANDS = {
     "pretrain": (add_pretrain_arguments, run_pretrain, "continued MLM pretraining (no arguments: the demo)"),
     "finetune": (add_finetune_arguments, run_finetune, "fine-tune a long-document classifier"),
     "evaluate": (add_evaluate_arguments, run_evaluate, "MLM accuracy of a checkpoint on a corpus"),
     "export": (add_export_arguments, run_export, "write a TensorFlow SavedModel"),
     "info": (add_info_arguments, run_info, "show a checkpoint's config, variables and readable lengths"),
+    "extend": (add_extend_arguments, run_extend, "write a checkpoint with a longer position table"),
+    "convert": (add_convert_arguments, run_convert, "write a Hugging Face folder as a Google checkpoint"),
 }
 
 

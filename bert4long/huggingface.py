@@ -66,6 +66,9 @@ def read_huggingface_config(path):
     512
     """
     config_file = os.path.join(path, "config.json") if os.path.isdir(path) else path
+    if not os.path.isfile(config_file):
+        raise FileNotFoundError(f"Not a Hugging Face model folder: {config_file!r} does not exist (a folder needs "
+                                "config.json and model.safetensors).")
     with open(config_file, encoding="utf-8") as f:
         hf = json.load(f)
     model_type = hf.get("model_type")

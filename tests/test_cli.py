@@ -62,7 +62,7 @@ def test_help_lists_every_command():
     from bert4long.cli import COMMANDS, build_parser
 
     text = build_parser().format_help()
-    for name in ("pretrain", "finetune", "evaluate", "export", "info"):
+    for name in ("pretrain", "finetune", "evaluate", "export", "info", "extend", "convert"):
         assert name in text and name in COMMANDS
     assert np.all([callable(run) for _, run, _ in COMMANDS.values()])
 
@@ -76,3 +76,23 @@ def test_missing_corpus_and_bad_jsonl_are_named(tmp_path):
     bad.write_text('{"body": "x"}\n')
     with pytest.raises(ValueError, match=r"c.jsonl:1 has no 'text' field"):
         read_corpus(str(bad))
+
+
+def test_extend_and_convert_commands(tiny_bert, tmp_path, capsys):
+    import tensorflow as tf
+
+    from bert4long.cli import main
+
+    config, checkpoint, _ = tiny_bert
+    out = tmp_path / "long"
+    assert main(["extend", "--checkpoint", checkpoint, "--method", "copy", "--max-position", "40",
+                 "--out", str(out)]) == 0  # --config found beside the checkpoint
+    assert dict(tf.train.list_variables(str(out / "bert_model.ckpt")))["bert/embeddings/position_embeddings"][0] == 40
+    assert main(["extend", "--checkpoint", checkpoint, "--method", "hierarchical", "--max-position", "300",
+                 "--out", str(tmp_path / "too_long")]) == 1
+    assert "at most n*n = 256" in capsys.readouterr().err
+
+    hf = tmp_path / "hf"
+    hf.mkdir()
+    assert main(["convert", "--checkpoint", str(hf), "--out", str(tmp_path / "g")]) == 1  # no config.json
+    assert "Not a Hugging Face model folder" in capsys.readouterr().err
