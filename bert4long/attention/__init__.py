@@ -10,5 +10,20 @@ from bert4long.attention.base import (
     get_attention_kernel,
     register_attention_kernel,
 )
+from bert4long.attention.bigbird import BigBirdAttention
+from bert4long.attention.chunked import ChunkedAttention
+from bert4long.attention.lsh import LSHAttention
+from bert4long.attention.performer import PerformerAttention
+from bert4long.attention.sliding_window import SlidingWindowAttention
 
-__all__ = ["AttentionKernel", "FullAttention", "get_attention_kernel", "register_attention_kernel"]
+__all__ = [
+    "AttentionKernel",
+    "BigBirdAttention",
+    "ChunkedAttention",
+    "FullAttention",
+    "LSHAttention",
+    "PerformerAttention",
+    "SlidingWindowAttention",
+    "get_attention_kernel",
+    "register_attention_kernel",
+]

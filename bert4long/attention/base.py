@@ -76,8 +76,12 @@ class AttentionKernel(keras.layers.Layer):
         self.seed = seed
         self.probs_dropout = keras.layers.Dropout(dropout_rate, seed=seed, name="probs_dropout")
 
-    def build_kernel(self, num_heads, head_dim, hidden_dim):
-        """Create kernel-owned weights (none by default)."""
+    def build_kernel(self, num_heads, head_dim, hidden_dim, value_dim=None):
+        """Create kernel-owned weights (none by default).
+
+        ``head_dim`` is the query/key size per head, ``value_dim`` the value size
+        per head (None: same as ``head_dim``).
+        """
 
     def init_from_projections(self, q_dense, k_dense, v_dense):
         """Called after checkpoint weights are loaded (e.g. to copy local into global projections)."""

@@ -133,7 +133,7 @@ class MultiHeadAttention(keras.layers.Layer):
         for dense in (self.q_dense, self.k_dense, self.v_dense):
             dense.build(input_shape[0])
         self.o_dense.build(tuple(input_shape[0][:-1]) + (self.heads * self.head_size,))
-        self.kernel.build_kernel(self.heads, self.key_size, hidden_dim)
+        self.kernel.build_kernel(self.heads, self.key_size, hidden_dim, value_dim=self.head_size)
         if self.position_bias == "rotary":
             self.rotary_embedding = SinusoidalPositionEmbedding(  # float32 angles even under mixed precision
                 self.key_size, merge_mode="zero", name="rotary_position", dtype="float32"

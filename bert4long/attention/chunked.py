@@ -1,0 +1,179 @@
+"""Exact attention in key blocks with an online softmax and a recomputing backward pass."""
+import math
+
+import keras
+import tensorflow as tf
+from keras import ops
+
+from bert4long.attention.base import MASKED_SCORE, AttentionKernel, register_attention_kernel
+from bert4long.attention.blocks import check_positive_int, pad_to_multiple, to_blocks
+
+
+@register_attention_kernel("chunked")
+class ChunkedAttention(AttentionKernel):
+    """Exact softmax attention whose memory grows linearly with the length.
+
+    Keys are visited one block at a time with a running (online) softmax, as in
+    FlashAttention: the forward pass keeps only the output and the row
+    log-sum-exp, and the backward pass (a `tf.custom_gradient`) recomputes each
+    ``[length, block_size]`` score block instead of storing the ``[length, length]``
+    matrix. Results equal ``'full'`` to float32 rounding, outputs and gradients.
+    Supports ``causal``, the key padding mask, a dense additive ``bias``
+    (sliced per key block; its gradient is returned too) and dropout, whose
+    masks are drawn statelessly from a per-call seed so that the backward pass
+    regenerates exactly the same masks.
+
+    Args:
+        block_size: keys per block (working memory ``heads * length * block_size`` floats).
+        **kwargs: `AttentionKernel` arguments (``dropout_rate``, ``causal``, ``seed``).
+
+    Example:
+    >>> import numpy as np
+    >>> from bert4long.attention.chunked import ChunkedAttention
+    >>> q = np.random.rand(1, 300, 2, 8).astype("float32")
+    >>> ChunkedAttention(block_size=128)(q, q, q, np.ones((1, 300), bool)).shape
+    TensorShape([1, 300, 2, 8])
+
+    Reference: Dao et al., FlashAttention (2022); Rabe & Staats, Self-attention
+    does not need O(n^2) memory (2021).
+    """
+
+    def __init__(self, block_size=256, **kwargs):
+        super().__init__(**kwargs)
+        self.block_size = check_positive_int(block_size, "block_size", "chunked")
+        self.seed_generator = keras.random.SeedGenerator(self.seed, name="dropout_seed")
+
+    def attend(self, q, k, v, key_mask, bias=None, hidden=None, training=None):
+        block = self.block_size
+        k_blocks, v_blocks = (
+            ops.moveaxis(to_blocks(pad_to_multiple(ops.cast(t, "float32"), block), block), 1, 0)
+            for t in (k, v)
+        )  # [n, batch, block, heads, d]
+        keep = ops.moveaxis(to_blocks(pad_to_multiple(ops.cast(key_mask, "bool"), block), block), 1, 0)
+        tensors = [ops.cast(q, "float32"), k_blocks, v_blocks]
+        if bias is not None:
+            bias = ops.cast(bias, "float32")
+            bias = ops.reshape(bias, (1,) * (4 - len(bias.shape)) + tuple(ops.shape(bias)))
+            bias_shape = ops.shape(bias)
+            bias = ops.broadcast_to(bias, (*bias_shape[:3], ops.shape(k)[1]))
+            bias = ops.moveaxis(to_blocks(pad_to_multiple(bias, block, axis=3), block, axis=3), 3, 0)
+            tensors.append(bias)  # [n, B, H, Q, block]
+        rate = self.dropout_rate if training and self.dropout_rate > 0 else 0.0
+        seed = self.seed_generator.next() if rate else None
+        out = _online_softmax_attention(tensors, keep, seed, rate, self.causal)
+        return ops.cast(out, v.dtype)
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(block_size=self.block_size)
+        return config
+
+
+def _online_softmax_attention(tensors, keep_blocks, seed, rate, causal):
+    """``tensors = [q, k_blocks, v_blocks(, bias_blocks)]`` -> ``[batch, q, heads, dv]`` (float32)."""
+    q = tensors[0]
+    block = tensors[1].shape[2]
+    scale = 1.0 / math.sqrt(q.shape[-1])
+    q_positions = ops.arange(ops.shape(q)[1])
+    steps = ops.arange(ops.shape(tensors[1])[0])
+    bias_axes = None if len(tensors) < 4 else [a for a in range(3) if tensors[3].shape[a + 1] == 1]
+
+    def block_scores(q, j, k_j, keep_j, bias_j):
+        """Masked scores ``[batch, heads, q, block]`` of key block ``j`` and the kept entries."""
+        scores = ops.einsum("bqhd,bkhd->bhqk", q, k_j) * scale
+        if bias_j is not None:
+            scores = scores + bias_j
+        keep = keep_j[:, None, None, :]
+        if causal:
+            k_positions = j * block + ops.arange(block)
+            keep = ops.logical_and(keep, k_positions[None, :] <= q_positions[:, None])
+        return ops.where(keep, scores, MASKED_SCORE), keep
+
+    def dropout_mask(j, like):
+        """Inverted-dropout multipliers for block ``j``, regenerated identically in backward."""
+        noise = tf.random.stateless_uniform(ops.shape(like), seed=ops.cast(seed, "int32") + ops.stack([0, j]))
+        return ops.cast(noise >= rate, like.dtype) / (1.0 - rate)
+
+    @tf.custom_gradient
+    def attention(*tensors):
+        q, k_blocks, v_blocks = tensors[:3]
+        bias_blocks = tensors[3] if len(tensors) > 3 else None
+        xs = (steps, k_blocks, v_blocks, keep_blocks) + ((bias_blocks,) if bias_blocks is not None else ())
+
+        def forward_step(carry, x):
+            j, k_j, v_j, keep_j, bias_j = _unpack(x)
+            m, l, acc = carry
+            scores, _ = block_scores(q, j, k_j, keep_j, bias_j)
+            m_new = ops.maximum(m, ops.max(scores, axis=-1))
+            p = ops.exp(scores - m_new[..., None])
+            correction = ops.exp(m - m_new)
+            l = l * correction + ops.sum(p, axis=-1)
+            if rate:
+                p = p * dropout_mask(j, p)
+            acc = acc * correction[..., None] + ops.einsum("bhqk,bkhd->bhqd", p, v_j)
+            return (m_new, l, acc), None
+
+        batch, length, heads = ops.shape(q)[:3]
+        init = (
+            ops.full((batch, heads, length), -math.inf, dtype=q.dtype),
+            ops.zeros((batch, heads, length), dtype=q.dtype),
+            ops.zeros((batch, heads, length, v_blocks.shape[-1]), dtype=q.dtype),
+        )
+        (m, l, acc), _ = _scan(forward_step, init, xs)
+        lse = m + ops.log(l)
+        out = acc / l[..., None]  # [batch, heads, q, dv]
+
+        def gradient(d_out):
+            d_out = ops.transpose(d_out, (0, 2, 1, 3))
+            delta = ops.sum(d_out * out, axis=-1)  # [batch, heads, q]
+
+            def backward_step(d_q, x):
+                j, k_j, v_j, keep_j, bias_j = _unpack(x)
+                scores, keep = block_scores(q, j, k_j, keep_j, bias_j)
+                p = ops.exp(scores - lse[..., None])
+                d_p = ops.einsum("bhqd,bkhd->bhqk", d_out, v_j)
+                if rate:
+                    mask = dropout_mask(j, p)
+                    d_v = ops.einsum("bhqk,bhqd->bkhd", p * mask, d_out)
+                    d_p = d_p * mask
+                else:
+                    d_v = ops.einsum("bhqk,bhqd->bkhd", p, d_out)
+                d_s = ops.where(keep, p * (d_p - delta[..., None]), 0.0)
+                d_q = d_q + ops.einsum("bhqk,bkhd->bqhd", d_s, k_j) * scale
+                d_k = ops.einsum("bhqk,bqhd->bkhd", d_s, q) * scale
+                grads = (d_k, d_v)
+                if bias_j is not None:
+                    grads += (ops.sum(d_s, axis=bias_axes, keepdims=True) if bias_axes else d_s,)
+                return d_q, grads
+
+            d_q, block_grads = _scan(backward_step, ops.zeros_like(q), xs, tensors[1:])
+            return (d_q,) + tuple(block_grads)
+
+        return ops.transpose(out, (0, 2, 1, 3)), gradient
+
+    return attention(*tensors)
+
+
+def _unpack(x):
+    """Loop slice ``[j, k_j, v_j, keep_j(, bias_j)]`` -> five values, ``bias_j`` None when absent."""
+    return (*x[:4], x[4] if len(x) > 4 else None)
+
+
+def _scan(step, init, xs, ys_like=()):
+    """``step(carry, x) -> (carry, ys)`` over the leading axis of ``xs``; ``ys`` stacked.
+
+    ``ys_like`` are stacked tensors shaped like the stacked ``ys``. `keras.ops.scan`
+    on TensorFlow requires ``ys`` to have the carry's structure, hence
+    `tf.while_loop` with `tf.TensorArray` here.
+    """
+    n = ops.shape(xs[0])[0]
+    xs_arrays = [tf.TensorArray(x.dtype, size=n, element_shape=x.shape[1:]).unstack(x) for x in xs]
+    ys_arrays = [tf.TensorArray(y.dtype, size=n, element_shape=y.shape[1:]) for y in ys_like]
+
+    def body(i, carry, ys_arrays):
+        carry, ys = step(carry, [a.read(i) for a in xs_arrays])
+        return i + 1, carry, [a.write(i, y) for a, y in zip(ys_arrays, ys or ())]
+
+    # One iteration at a time: parallel iterations would hold several score blocks at once.
+    _, carry, ys_arrays = tf.while_loop(lambda i, *_: i < n, body, (0, init, ys_arrays), parallel_iterations=1)
+    return carry, [a.stack() for a in ys_arrays]

@@ -1,0 +1,161 @@
+"""Longformer attention: a sliding window plus a few global tokens."""
+import keras
+from keras import ops
+
+from bert4long.attention.base import AttentionKernel, register_attention_kernel
+from bert4long.attention.blocks import (
+    block_attention,
+    check_positive_int,
+    gather_blocks,
+    merge_axes,
+    neighbour_blocks,
+    pad_to_multiple,
+    to_blocks,
+)
+
+
+@register_attention_kernel("sliding_window")
+class SlidingWindowAttention(AttentionKernel):
+    """Longformer's local windowed attention with global tokens (memory ``O(length * window)``).
+
+    Token ``i`` attends to the tokens ``j = i + dilation * t`` with
+    ``|t| <= window // 2`` (``window`` counts both sides, as Longformer's
+    ``attention_window``: 512 means 256 each side), and to every global token.
+    The global tokens (positions ``global_tokens``, ``[CLS]`` by default) attend
+    to the whole sequence with their own query/key/value projections, created in
+    `build_kernel` and copied from the local ones by `init_from_projections`
+    (called after a BERT checkpoint is loaded), as Longformer initialises them.
+
+    The window is computed in blocks of ``window // 2`` tokens: each block of
+    queries meets its own and its two neighbouring key blocks, with the exact
+    ``|i - j|`` condition masked in. With ``dilation > 1`` the sequence is first
+    split into ``dilation`` interleaved sub-sequences.
+
+    Args:
+        window: total window (both sides), a positive even integer.
+        dilation: gap between attended neighbours (1: contiguous window).
+        global_tokens: positions that attend globally and are attended by all
+            (positions beyond a sequence's length are ignored).
+        **kwargs: `AttentionKernel` arguments.
+
+    Call arguments: as `AttentionKernel`; ``hidden`` (the layer input) is
+    required when ``global_tokens`` is not empty.
+
+    Example:
+    >>> import numpy as np
+    >>> from bert4long.attention.sliding_window import SlidingWindowAttention
+    >>> q = np.random.rand(1, 40, 2, 8).astype("float32")
+    >>> SlidingWindowAttention(window=8, global_tokens=[])(q, q, q, np.ones((1, 40), bool)).shape
+    TensorShape([1, 40, 2, 8])
+
+    Reference: Beltagy et al., Longformer: The Long-Document Transformer (2020).
+    """
+
+    supports_bias = False
+
+    def __init__(self, window=512, dilation=1, global_tokens=(0,), **kwargs):
+        super().__init__(**kwargs)
+        if check_positive_int(window, "window", "sliding_window") % 2:
+            raise ValueError(
+                f"attention='sliding_window': window counts both sides and must be even, got {window} "
+                f"(use window={window + 1} for {(window + 1) // 2} tokens on each side)."
+            )
+        self.window = window
+        self.dilation = check_positive_int(dilation, "dilation", "sliding_window")
+        self.global_tokens = [int(p) for p in global_tokens]
+        if any(p < 0 for p in self.global_tokens) or len(set(self.global_tokens)) != len(self.global_tokens):
+            raise ValueError(
+                f"attention='sliding_window': global_tokens must be distinct non-negative positions, "
+                f"got {list(global_tokens)}."
+            )
+
+    def build_kernel(self, num_heads, head_dim, hidden_dim, value_dim=None):
+        """Create the global query/key/value projections (when there are global tokens)."""
+        if not self.global_tokens:
+            return
+        units = (num_heads * head_dim, num_heads * head_dim, num_heads * (value_dim or head_dim))
+        self.global_projections = []
+        for name, size in zip(("query_global", "key_global", "value_global"), units):
+            dense = keras.layers.Dense(size, name=name, dtype=self.dtype_policy)
+            dense.build((None, hidden_dim))
+            self.global_projections.append(dense)
+
+    def init_from_projections(self, q_dense, k_dense, v_dense):
+        """Copy the local projections (checkpoint weights) into the global ones."""
+        for mine, local in zip(getattr(self, "global_projections", ()), (q_dense, k_dense, v_dense)):
+            for weight, value in zip(mine.weights, local.weights):
+                weight.assign(ops.reshape(value, weight.shape))
+
+    def attend(self, q, k, v, key_mask, bias=None, hidden=None, training=None):
+        side, dilation = self.window // 2, self.dilation
+        length = ops.shape(q)[1]
+        q, k, v = (pad_to_multiple(t, side * dilation) for t in (q, k, v))
+        key_mask = ops.cast(key_mask, "bool")
+        mask = pad_to_multiple(key_mask, side * dilation)
+        positions = ops.arange(ops.shape(q)[1])
+        global_positions = ops.convert_to_tensor(self.global_tokens, "int32")
+        is_global = ops.any(positions[:, None] == global_positions[None, :], axis=-1)
+
+        def blocks(x):  # [b, L, ...] -> [b, dilation, L / dilation / side, side, ...]
+            return to_blocks(ops.swapaxes(to_blocks(x, dilation), 1, 2), side, axis=2)
+
+        q_blocks, k_blocks, v_blocks = blocks(q), blocks(k), blocks(v)
+        local_keep = blocks(ops.logical_and(mask, ops.logical_not(is_global)[None]))
+        q_positions = blocks(positions[None])
+        indices, valid = neighbour_blocks(ops.shape(q_blocks)[2], (-1, 0, 1))
+        k_local, v_local = gather_blocks(k_blocks, indices, 2), gather_blocks(v_blocks, indices, 2)
+        keep = ops.logical_and(gather_blocks(local_keep, indices, 2), ops.repeat(valid, side, axis=1))
+        k_positions = gather_blocks(q_positions, indices, 2)  # [1, dilation, n, 3 * side]
+        keep = ops.logical_and(
+            keep[..., None, :], ops.abs(k_positions[..., None, :] - q_positions[..., None]) <= side * dilation
+        )
+        if self.causal:
+            keep = ops.logical_and(keep, k_positions[..., None, :] <= q_positions[..., None])
+        if self.global_tokens:  # every query also attends to the global tokens (local projections)
+            k_local, v_local, keep = self._append_global_keys(
+                k_local, v_local, keep, (k, v, mask), q_positions, global_positions, length
+            )
+        out = block_attention(self, q_blocks, k_local, v_local, keep[..., None, :, :], training)
+        out = merge_axes(ops.swapaxes(merge_axes(out, 2), 1, 2), 1)[:, :length]
+        if not self.global_tokens:
+            return out
+        return self._global_rows(out, hidden, key_mask, global_positions, training)
+
+    def _append_global_keys(self, k_local, v_local, keep, sequences, q_positions, global_positions, length):
+        """Append the global tokens' keys, values and mask to the keys of every query block."""
+        k, v, mask = (ops.take(x, ops.minimum(global_positions, ops.shape(x)[1] - 1), axis=1) for x in sequences)
+        rows = (*ops.shape(k_local)[:3], len(self.global_tokens))  # [batch, dilation, blocks, globals]
+        k_local = ops.concatenate([k_local, ops.broadcast_to(k[:, None, None], rows + tuple(k.shape[2:]))], 3)
+        v_local = ops.concatenate([v_local, ops.broadcast_to(v[:, None, None], rows + tuple(v.shape[2:]))], 3)
+        global_keep = ops.logical_and(mask, global_positions[None] < length)[:, None, None, None, :]
+        if self.causal:
+            global_keep = ops.logical_and(global_keep, global_positions <= q_positions[..., None])
+        keep = ops.concatenate([keep, ops.broadcast_to(global_keep, (*ops.shape(keep)[:4], rows[3]))], -1)
+        return k_local, v_local, keep
+
+    def _global_rows(self, out, hidden, key_mask, global_positions, training):
+        """Replace the rows of the global tokens by full attention with the global projections."""
+        if hidden is None or not hasattr(self, "global_projections"):
+            raise ValueError(
+                "attention='sliding_window' with global_tokens needs the global projections and the "
+                "hidden states: use it inside bert4long.layers.MultiHeadAttention (or call "
+                "build_kernel() and pass hidden=...), or set global_tokens=[]."
+            )
+        batch, length = ops.shape(hidden)[:2]
+        heads = out.shape[2]
+        query, key, value = self.global_projections
+        split = lambda x: ops.reshape(x, (batch, ops.shape(x)[1], heads, x.shape[-1] // heads))  # noqa: E731
+        q = split(query(ops.take(hidden, ops.minimum(global_positions, length - 1), axis=1)))
+        keep = key_mask[:, None, None, :]
+        positions = ops.arange(length)
+        if self.causal:
+            keep = ops.logical_and(keep, positions[None, :] <= global_positions[:, None])
+        global_out = block_attention(self, q, split(key(hidden)), split(value(hidden)), keep, training)
+        one_hot = ops.equal(global_positions[:, None], positions[None, :])  # [globals, length]
+        scattered = ops.einsum("gl,bghd->blhd", ops.cast(one_hot, out.dtype), ops.cast(global_out, out.dtype))
+        return ops.where(ops.any(one_hot, axis=0)[None, :, None, None], scattered, out)
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(window=self.window, dilation=self.dilation, global_tokens=self.global_tokens)
+        return config
