@@ -429,11 +429,15 @@ class BERT(Transformer):
         return {"attention": attention_weights, "attention_norm": norm(attention_norm),
                 "feed_forward": feed_forward, "feed_forward_norm": norm(output_norm)}
 
+    def layer_block(self, index):
+        """The checkpoint names of transformer block ``index`` (see `block_mapping`)."""
+        return self.block_mapping(f"bert/encoder/layer_{index}/")
+
     def variable_mapping(self):
         mapping = self.embedding_mapping()
         for index in range(self.num_hidden_layers):
             attention_name, feed_forward_name = self.layer_names(index)
-            block = self.block_mapping(f"bert/encoder/layer_{index}/")
+            block = self.layer_block(index)
             mapping[attention_name] = block["attention"]
             mapping[attention_name + "-Norm"] = block["attention_norm"]
             mapping[feed_forward_name] = block["feed_forward"]
@@ -452,7 +456,8 @@ class ALBERT(BERT):
     def layer_names(self, index):
         return "Transformer-MultiHeadSelfAttention", "Transformer-FeedForward"
 
-    def albert_block(self):
+    def layer_block(self, index):
+        """Every layer reads the one shared block."""
         return self.block_mapping(
             self.ALBERT_PREFIX,
             attention="attention_1/",
@@ -461,18 +466,6 @@ class ALBERT(BERT):
             attention_norm="LayerNorm/",
             output_norm="LayerNorm_1/",
         )
-
-    def variable_mapping(self):
-        mapping = self.embedding_mapping()
-        block = self.albert_block()
-        for index in range(self.num_hidden_layers):
-            attention_name, feed_forward_name = self.layer_names(index)
-            mapping[attention_name] = block["attention"]
-            mapping[attention_name + "-Norm"] = block["attention_norm"]
-            mapping[feed_forward_name] = block["feed_forward"]
-            mapping[feed_forward_name + "-Norm"] = block["feed_forward_norm"]
-        mapping.update(self.head_mapping())
-        return mapping
 
 
 class ALBERTUnshared(ALBERT):

@@ -8,6 +8,29 @@ from bert4long.layers.position_extension import extended_rows, extension_capacit
 MERGE_MODES = ("add", "mul", "zero", "concat")
 
 
+def merge_positions(inputs, embeddings, merge_mode):
+    """Combine ``inputs`` ``[batch, length, dim]`` with position ``embeddings`` by ``merge_mode``."""
+    if merge_mode == "zero":
+        return embeddings
+    if merge_mode == "add":
+        return inputs + embeddings
+    if merge_mode == "mul":
+        return inputs * (embeddings + 1.0)
+    embeddings = ops.broadcast_to(embeddings, tuple(ops.shape(inputs)[:2]) + (embeddings.shape[-1],))
+    return ops.concatenate([inputs, embeddings], axis=-1)
+
+
+def merged_output_shape(input_shape, output_dim, merge_mode, custom_position_ids):
+    """Output shape of `merge_positions` (``input_shape`` is ``[x, ids]``'s when ``custom_position_ids``)."""
+    if custom_position_ids:
+        input_shape = input_shape[0]
+    if merge_mode == "concat":
+        return tuple(input_shape[:-1]) + (input_shape[-1] + output_dim,)
+    if merge_mode == "zero":
+        return (None if custom_position_ids else 1, input_shape[1], output_dim)
+    return tuple(input_shape)
+
+
 @keras.saving.register_keras_serializable(package="bert4long")
 class Embedding(keras.layers.Embedding):
     """Token embedding that can also be applied in reverse (tied output projection).
@@ -143,24 +166,10 @@ class PositionEmbedding(keras.layers.Layer):
         with tf.control_dependencies(checks):
             table = ops.cast(self.embeddings, self.compute_dtype)
             embeddings = extended_rows(table, position_ids, self.method, self.alpha, self.extension_length)
-        if self.merge_mode == "zero":
-            return embeddings
-        if self.merge_mode == "add":
-            return inputs + embeddings
-        if self.merge_mode == "mul":
-            return inputs * (embeddings + 1.0)
-        if not self.custom_position_ids:
-            embeddings = ops.tile(embeddings, [ops.shape(inputs)[0], 1, 1])
-        return ops.concatenate([inputs, embeddings], axis=-1)
+        return merge_positions(inputs, embeddings, self.merge_mode)
 
     def compute_output_shape(self, input_shape):
-        if self.custom_position_ids:
-            input_shape = input_shape[0]
-        if self.merge_mode == "concat":
-            return tuple(input_shape[:-1]) + (input_shape[-1] + self.output_dim,)
-        if self.merge_mode == "zero":
-            return (None if self.custom_position_ids else 1, input_shape[1], self.output_dim)
-        return tuple(input_shape)
+        return merged_output_shape(input_shape, self.output_dim, self.merge_mode, self.custom_position_ids)
 
     def get_config(self):
         config = super().get_config()

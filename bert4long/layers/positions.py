@@ -11,7 +11,8 @@
 import keras
 from keras import ops
 
-MERGE_MODES = ("add", "mul", "zero", "concat")
+from bert4long.layers.embeddings import MERGE_MODES, merge_positions, merged_output_shape
+
 
 
 def check_even_dim(dim, what):
@@ -113,23 +114,10 @@ class SinusoidalPositionEmbedding(keras.layers.Layer):
         else:
             position_ids = ops.arange(ops.shape(inputs)[1])[None]
         embeddings = ops.cast(sinusoidal_embeddings(position_ids, self.output_dim), self.compute_dtype)
-        if self.merge_mode == "zero":
-            return embeddings
-        if self.merge_mode == "add":
-            return inputs + embeddings
-        if self.merge_mode == "mul":
-            return inputs * (embeddings + 1.0)
-        embeddings = ops.broadcast_to(embeddings, tuple(ops.shape(inputs)[:2]) + (self.output_dim,))
-        return ops.concatenate([inputs, embeddings], axis=-1)
+        return merge_positions(inputs, embeddings, self.merge_mode)
 
     def compute_output_shape(self, input_shape):
-        if self.custom_position_ids:
-            input_shape = input_shape[0]
-        if self.merge_mode == "concat":
-            return tuple(input_shape[:-1]) + (input_shape[-1] + self.output_dim,)
-        if self.merge_mode == "zero":
-            return (None if self.custom_position_ids else 1, input_shape[1], self.output_dim)
-        return tuple(input_shape)
+        return merged_output_shape(input_shape, self.output_dim, self.merge_mode, self.custom_position_ids)
 
     def get_config(self):
         config = super().get_config()
