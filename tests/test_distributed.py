@@ -23,12 +23,15 @@ SCRIPT = textwrap.dedent("""
     if mode == "mirrored":   # two logical CPU devices: must happen before TensorFlow initialises
         cpu = tf.config.list_physical_devices("CPU")[0]
         tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
+    if mode == "multiworker":   # must be created at program start; TF_CONFIG names this worker
+        worker_strategy = tf.distribute.MultiWorkerMirroredStrategy()
     import keras, numpy as np
     from bert4long.data.masking import MLMMasker
     from bert4long.distribute import get_strategy
     from bert4long.training import build_mlm_model, compile_mlm, mlm_batches
+    from bert4long.training.loop import fit_distributed, needs_custom_loop
 
-    def losses(strategy):
+    def train(strategy, custom_loop):
         keras.utils.set_random_seed(0)
         masker = MLMMasker(vocab_size=64, mask_id=4, special_ids=[0, 1, 2, 3, 4], max_predictions=2)
         seqs = (np.arange(8 * 10).reshape(8, 10) % 50 + 5).astype("int32")
@@ -39,11 +42,20 @@ SCRIPT = textwrap.dedent("""
             compile_mlm(model, keras.optimizers.SGD(0.05), jit_compile=False)
         kernel = model.get_layer("Transformer-0-FeedForward").intermediate_dense.kernel
         before = kernel.numpy().copy()
-        history = model.fit(mlm_batches(seqs, masker, 4, seed=1), steps_per_epoch=1, epochs=3, verbose=0)
-        return history.history["loss"], strategy.num_replicas_in_sync, float(abs(kernel.numpy() - before).sum())
+        data = mlm_batches(seqs, masker, 4, seed=1)
+        if custom_loop:
+            losses = fit_distributed(model, data, 3)["loss"]
+        else:
+            losses = model.fit(data, steps_per_epoch=1, epochs=3, verbose=0).history["loss"]
+        return {"loss": losses, "replicas": strategy.num_replicas_in_sync, "custom_loop": needs_custom_loop(model),
+                "moved": float(abs(kernel.numpy() - before).sum())}
 
-    result = {"single": losses(tf.distribute.get_strategy()),
-              "mirrored": losses(get_strategy("mirrored"))}
+    if mode == "mirrored":
+        result = {"single": train(tf.distribute.get_strategy(), False), "mirrored": train(get_strategy("mirrored"), False)}
+    elif mode == "multiworker":
+        result = train(worker_strategy, True)
+    else:
+        result = train(tf.distribute.get_strategy(), True)
     json.dump(result, open(out, "w"))
 """)
 
@@ -60,37 +72,11 @@ def test_mirrored_matches_single_device(tiny_bert, tmp_path):
     output, _ = mirrored.communicate(timeout=400)
     assert mirrored.returncode == 0, output[-3000:]
     local = json.load(open(tmp_path / "mirrored.json"))
-    single, replicas_single, moved_single = local["single"]
-    mirrored_losses, replicas, moved = local["mirrored"]
-    assert replicas_single == 1 and replicas == 2
-    np.testing.assert_allclose(mirrored_losses, single, rtol=1e-5)   # float32 all-reduce order only
-    assert moved_single > 1e-3                                        # the weights did move
-    assert abs(moved - moved_single) < 1e-3 * moved_single
-
-
-WORKER = textwrap.dedent("""
-    import json, os, sys
-    mode, config, checkpoint, out = sys.argv[1:5]
-    import tensorflow as tf
-    strategy = tf.distribute.MultiWorkerMirroredStrategy() if mode == "multiworker" else tf.distribute.get_strategy()
-    import keras, numpy as np
-    from bert4long.data.masking import MLMMasker
-    from bert4long.training import build_mlm_model, compile_mlm, mlm_batches
-    from bert4long.training.loop import fit_distributed, needs_custom_loop
-
-    keras.utils.set_random_seed(0)
-    masker = MLMMasker(vocab_size=64, mask_id=4, special_ids=[0, 1, 2, 3, 4], max_predictions=2)
-    seqs = (np.arange(8 * 10).reshape(8, 10) % 50 + 5).astype("int32")
-    with strategy.scope():
-        model, _, _ = build_mlm_model(config, checkpoint)
-        compile_mlm(model, keras.optimizers.SGD(0.05), jit_compile=False)
-    kernel = model.get_layer("Transformer-0-FeedForward").intermediate_dense.kernel
-    before = kernel.numpy().copy()
-    result = fit_distributed(model, mlm_batches(seqs, masker, 4, seed=1), 3)
-    result.update(replicas=strategy.num_replicas_in_sync, custom_loop=needs_custom_loop(model),
-                  moved=float(abs(kernel.numpy() - before).sum()))
-    json.dump(result, open(out, "w"))
-""")
+    single, mirrored = local["single"], local["mirrored"]
+    assert single["replicas"] == 1 and mirrored["replicas"] == 2
+    np.testing.assert_allclose(mirrored["loss"], single["loss"], rtol=1e-5)   # float32 all-reduce order only
+    assert single["moved"] > 1e-3                                             # the weights did move
+    assert abs(mirrored["moved"] - single["moved"]) < 1e-3 * single["moved"]
 
 
 def free_ports(count):
@@ -106,18 +92,13 @@ def free_ports(count):
 
 
 def test_two_workers_match_single_device(tiny_bert, tmp_path):
-    config, checkpoint, _ = tiny_bert
     workers = [f"127.0.0.1:{port}" for port in free_ports(2)]
-    processes = []
-    for index in range(2):
-        tf_config = json.dumps({"cluster": {"worker": workers}, "task": {"type": "worker", "index": index}})
-        env = dict(os.environ, PYTHONPATH=ROOT, TF_CONFIG=tf_config)
-        processes.append(subprocess.Popen([sys.executable, "-c", WORKER, "multiworker", config, checkpoint,
-                                           str(tmp_path / f"worker{index}.json")], env=env,
-                                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))
-    single = subprocess.run([sys.executable, "-c", WORKER, "single", config, checkpoint, str(tmp_path / "single.json")],
-                            env=dict(os.environ, PYTHONPATH=ROOT), capture_output=True, text=True, timeout=400)
-    assert single.returncode == 0, single.stderr[-3000:]
+    processes = [
+        launch("multiworker", tiny_bert, tmp_path / f"worker{index}.json", {"TF_CONFIG": json.dumps(
+            {"cluster": {"worker": workers}, "task": {"type": "worker", "index": index}})})
+        for index in range(2)
+    ]
+    processes.append(launch("single", tiny_bert, tmp_path / "single.json"))
     for process in processes:
         output, _ = process.communicate(timeout=400)
         assert process.returncode == 0, output[-3000:]
