@@ -7,8 +7,11 @@ Implementations:
   bert4long       the bert4keras-style user code: build_transformer_model(..., hierarchical_position=True,
                   with_mlm=True), compile(sparse categorical cross-entropy), train_on_batch with the 15%
                   MLM mask as sample weight (full-vocabulary softmax at every position).
-  bert4long-best  bert4long's best path: gathered MLM head (vocabulary projection only at the masked
-                  positions), XLA, and --best-precision (mixed_bfloat16 on CPU by default).
+  bert4long-best  bert4long's fastest path: gathered MLM head (vocabulary projection only at the masked
+                  positions) and XLA, in --best-precision (float32 by default: bfloat16 is no faster on
+                  CPUs without native bf16 matmuls and costs memory; use mixed_float16 on a GPU).
+  bert4long-lean  the gathered head and XLA plus attention='chunked' and recompute=True: the
+                  memory-lean path for long inputs.
   bert4keras      bert4keras 0.11.5, the same user code, on TensorFlow's legacy Keras (tf-keras);
                   needs `pip install tf-keras && pip install --no-deps bert4keras`.
   hf-torch        Hugging Face transformers BertForMaskedLM on PyTorch (CPU), AdamW step; run with
@@ -69,9 +72,11 @@ def run_keras(impl, config_path, config, length, batch, repeats, precision):
 
         from bert4long.models import build_transformer_model
 
-        if impl == "bert4long-best" and precision:
+        if impl != "bert4long" and precision:
             keras.mixed_precision.set_global_policy(precision)
-        kwargs = {"gathered_mlm": impl == "bert4long-best"}
+        kwargs = {"gathered_mlm": impl != "bert4long"}
+        if impl == "bert4long-lean":
+            kwargs.update(attention="chunked", attention_config={"block_size": 512}, recompute=True)
     tokens, positions, mask = make_batch(config, length, batch)
     segments = np.zeros_like(tokens)
     model = build_transformer_model(config_path, None, hierarchical_position=True, with_mlm=True, **kwargs)
@@ -80,9 +85,9 @@ def run_keras(impl, config_path, config, length, batch, repeats, precision):
         labels, weights = np.take_along_axis(tokens, positions, axis=1), None
     else:
         inputs, labels, weights = [tokens, segments], tokens, mask
-    compile_kwargs = {"jit_compile": True} if impl == "bert4long-best" else {}
+    compile_kwargs = {"jit_compile": True} if kwargs.get("gathered_mlm") else {}
     model.compile(optimizer=keras.optimizers.Adam(1e-5), loss="sparse_categorical_crossentropy", **compile_kwargs)
-    forward = tf.function(lambda *x: model(list(x), training=False), jit_compile=impl == "bert4long-best")
+    forward = tf.function(lambda *x: model(list(x), training=False), jit_compile=bool(kwargs.get("gathered_mlm")))
     tensors = [tf.constant(x) for x in inputs]
     forward_s = median_time(lambda: np.asarray(forward(*tensors)), repeats)
     train_s = median_time(lambda: model.train_on_batch(inputs, labels, sample_weight=weights), repeats)
@@ -148,12 +153,12 @@ def add_ratios(rows):
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--impls", nargs="+", default=["bert4long", "bert4long-best"],
-                        choices=["bert4long", "bert4long-best", "bert4keras", "hf-torch"])
+                        choices=["bert4long", "bert4long-best", "bert4long-lean", "bert4keras", "hf-torch"])
     parser.add_argument("--lengths", type=int, nargs="+", default=[512, 1024, 2048])
     parser.add_argument("--batch", type=int, default=2)
     parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--best-precision", default="mixed_bfloat16",
-                        help="dtype policy of bert4long-best ('' for float32)")
+    parser.add_argument("--best-precision", default="",
+                        help="dtype policy of bert4long-best/-lean, e.g. mixed_float16 on a GPU ('': float32)")
     parser.add_argument("--peer-python", default=sys.executable, help="Python with torch + transformers for hf-torch")
     parser.add_argument("--quick", action="store_true", help="tiny model and lengths, for CI")
     parser.add_argument("--out", default=os.path.join(HERE, "results", "speed.json"))
