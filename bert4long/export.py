@@ -1,7 +1,9 @@
 """Export a bert4long Keras model as a plain TensorFlow SavedModel.
 
 The SavedModel's ``serving_default`` signature takes int32 ``token_ids`` and
-``segment_ids`` of shape ``[batch, length]`` (any length the model can place;
+``segment_ids`` of shape ``[batch, length]``, plus ``attention_mask`` (0 pad /
+1 local / 2 global) for a model built with ``attention_mask_input=True``
+(any length the model can place;
 with hierarchical positions that is up to n² for n trained positions) and
 returns a dict of named outputs (``sequence_output``, ``pooled_output``,
 ``mlm_logits``/``mlm_probs``, ``logits``, ...). It needs TensorFlow only:
@@ -55,7 +57,8 @@ def export_saved_model(model, export_dir):
     """
     input_names = [tensor.name for tensor in model.inputs]
     if input_names[0] != "Input-Token" or any(
-        name not in ("Input-Token", "Input-Segment", "Input-Masked-Positions") for name in input_names
+        name not in ("Input-Token", "Input-Segment", "Input-Masked-Positions", "Input-Attention-Mask")
+        for name in input_names
     ):
         raise ValueError(
             f"export_saved_model serves models whose inputs are token ids (+ segment ids); this model takes "
@@ -63,8 +66,8 @@ def export_saved_model(model, export_dir):
         )
     names = _output_names(model)
 
-    def serve(token_ids, segment_ids):
-        feeds = {"Input-Token": token_ids, "Input-Segment": segment_ids}
+    def serve(token_ids, segment_ids, attention_mask=None):
+        feeds = {"Input-Token": token_ids, "Input-Segment": segment_ids, "Input-Attention-Mask": attention_mask}
         if "Input-Masked-Positions" in input_names:
             shape = tf.shape(token_ids)
             feeds["Input-Masked-Positions"] = tf.tile(tf.range(shape[1])[None], [shape[0], 1])
@@ -72,13 +75,12 @@ def export_saved_model(model, export_dir):
         outputs = outputs if isinstance(outputs, (list, tuple)) else [outputs]
         return {name: tf.cast(value, tf.float32) for name, value in zip(names, outputs)}
 
+    signature = [tf.TensorSpec([None, None], tf.int32, name=name) for name in ("token_ids", "segment_ids")]
+    if "Input-Attention-Mask" in input_names:
+        signature.append(tf.TensorSpec([None, None], tf.int32, name="attention_mask"))
     archive = keras.export.ExportArchive()
     archive.track(model)
-    archive.add_endpoint(
-        "serving_default",
-        tf.function(serve, input_signature=[tf.TensorSpec([None, None], tf.int32, name="token_ids"),
-                                            tf.TensorSpec([None, None], tf.int32, name="segment_ids")]),
-    )
+    archive.add_endpoint("serving_default", tf.function(serve, input_signature=signature))
     export_dir = os.path.abspath(os.fspath(export_dir))
     parent = os.path.dirname(export_dir)
     os.makedirs(parent, exist_ok=True)

@@ -70,6 +70,7 @@ class Transformer:
         attention_config=None,
         feed_forward_chunk_size=None,
         recompute=False,
+        attention_mask_input=False,
         initializer_range=0.02,
         layer_norm_epsilon=1e-12,
         pad_token_id=0,
@@ -127,6 +128,7 @@ class Transformer:
         self.attention_config = dict(attention_config or {})
         self.feed_forward_chunk_size = feed_forward_chunk_size
         self.recompute = recompute
+        self.attention_mask_input = attention_mask_input
         self.initializer = keras.initializers.TruncatedNormal(stddev=initializer_range)
         self.layer_norm_epsilon = layer_norm_epsilon
         self.pad_token_id = pad_token_id
@@ -138,7 +140,10 @@ class Transformer:
         """Create the Keras model (``self.model``)."""
         inputs = self.get_inputs()
         token_ids = inputs[0]
-        self.key_mask = PaddingMask(self.pad_token_id, name="Padding-Mask")(token_ids)
+        if self.attention_mask_input:  # int 0 pad / 1 local / 2 global, handed to every attention kernel
+            self.key_mask = self.input_named("Input-Attention-Mask")
+        else:
+            self.key_mask = PaddingMask(self.pad_token_id, name="Padding-Mask")(token_ids)
         self.attention_bias = None
         if self.application == "unilm":
             self.attention_bias = UniLMMask(name="Attention-UniLM-Mask")(inputs[1])
@@ -158,6 +163,8 @@ class Transformer:
             inputs.append(keras.Input(shape, dtype="int32", name="Input-Position"))
         if self.gathered_mlm:
             inputs.append(keras.Input((None,), dtype="int32", name="Input-Masked-Positions"))
+        if self.attention_mask_input:
+            inputs.append(keras.Input(shape, dtype="int32", name="Input-Attention-Mask"))
         self.inputs = inputs
         return inputs
 
@@ -677,7 +684,12 @@ def build_transformer_model(
             MLM output only there), ``hierarchical_position`` (None, True = 0.4, or
             alpha), ``segment_vocab_size``, ``sequence_length``, ``keep_tokens``,
             ``custom_position_ids``, ``attention`` / ``attention_config`` (long-text
-            kernels), ``feed_forward_chunk_size``, and any config key.
+            kernels), ``attention_mask_input`` (True: a last int32 input
+            ``Input-Attention-Mask`` ``[batch, length]``, 0 padding / 1 local /
+            2 global, replacing the padding mask from token ids; with
+            ``attention='sliding_window'`` the tokens marked 2 are global, up to
+            ``attention_config['max_global_tokens']`` per example),
+            ``feed_forward_chunk_size``, ``recompute``, and any config key.
 
     Example:
     >>> from bert4long.models import build_transformer_model

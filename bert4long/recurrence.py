@@ -64,6 +64,9 @@ class SegmentRecurrentEncoder(keras.layers.Layer):
         if self.num_layers == 0:
             raise ValueError("encoder has no 'Transformer-<i>-*' layers: pass a BERT/RoBERTa model from "
                              "build_transformer_model (shared-layer ALBERT: use model='albert_unshared').")
+        if _layer(encoder, "Padding-Mask") is None:
+            raise ValueError("Segment recurrence builds its masks from token ids: use an encoder built without "
+                             "attention_mask_input=True.")
         position = _layer(encoder, "Embedding-Position")
         if position is None or position.custom_position_ids:
             raise ValueError("Segment recurrence needs an absolute position table (BERT/ALBERT); relative or rotary "

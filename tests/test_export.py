@@ -48,3 +48,24 @@ def test_saved_model_round_trip_beyond_trained_length(tiny_bert, tmp_path, rng):
     pooled, probs = model.predict([tokens, segments], verbose=0)
     np.testing.assert_allclose(served["pooled_output"], pooled, atol=1e-5)
     np.testing.assert_allclose(served["mlm_output"], probs, atol=1e-5)
+
+
+def test_saved_model_takes_the_global_attention_mask(tiny_bert, tmp_path, rng):
+    import tensorflow as tf
+
+    config, checkpoint, _ = tiny_bert
+    model = build_transformer_model(config, checkpoint, attention="sliding_window", attention_mask_input=True,
+                                    attention_config={"window": 4, "global_tokens": [], "max_global_tokens": 2})
+    names = export_saved_model(model, str(tmp_path / "served"))
+    serve = tf.saved_model.load(str(tmp_path / "served")).signatures["serving_default"]
+    assert serve.structured_input_signature[1]["attention_mask"].dtype == tf.int32
+    tokens = rng.integers(5, 64, (2, 12)).astype("int32")
+    tokens[1, 9:] = 0
+    mask = (tokens > 0).astype("int32")
+    mask[:, 0] = 2
+    mask[0, 10] = 2
+    out = serve(token_ids=tf.constant(tokens), segment_ids=tf.constant(tokens * 0), attention_mask=tf.constant(mask))
+    expected = model.predict([tokens, tokens * 0, mask], verbose=0)
+    np.testing.assert_allclose(out[names[0]].numpy(), expected, atol=1e-5)
+    local = model.predict([tokens, tokens * 0, np.minimum(mask, 1)], verbose=0)
+    assert np.abs(local - expected).max() > 1e-4   # the served mask input is used

@@ -54,9 +54,9 @@ def test_loss_and_accuracy_count_masked_positions_only(tiny_bert):
     assert result["loss"] == pytest.approx(expected, rel=1e-4)
 
 
-def _loss_and_gradients(config, checkpoint, recompute, inputs, targets, weights):
+def _loss_and_gradients(config, checkpoint, recompute, inputs, targets, weights, **options):
     model = build_transformer_model(config, checkpoint, with_mlm="linear", gathered_mlm=True, recompute=recompute,
-                                    return_keras_model=False)
+                                    return_keras_model=False, **options)
     names = {}
     for layer_name, path, variable, ckpt_name, _ in model._mapped_weights():
         names[id(variable)] = ckpt_name
@@ -69,22 +69,34 @@ def _loss_and_gradients(config, checkpoint, recompute, inputs, targets, weights)
         return loss, tape.gradient(loss, keras_model.trainable_variables)
 
     loss, grads = step()
-    dropout_steps = [int(v.numpy()) for v in keras_model.non_trainable_variables if v.name == "step"]
+    dropout_steps = [int(v.numpy()) for v in keras_model.variables if v.name == "step"]
+    chunked_seeds = [v.numpy().tolist() for v in keras_model.variables if "seed_generator_state" in v.name]
     return float(loss), {names[id(v)]: tf.convert_to_tensor(g).numpy() for v, g in zip(
-        keras_model.trainable_variables, grads) if id(v) in names}, dropout_steps
+        keras_model.trainable_variables, grads) if id(v) in names}, (dropout_steps, chunked_seeds)
 
 
-def test_recompute_gives_same_loss_and_gradients_with_dropout(tmp_path, rng):
+@pytest.mark.parametrize("attention", ["full", "chunked"])
+def test_recompute_gives_same_loss_and_gradients_with_dropout(tmp_path, rng, attention):
     from bert4long.testing import write_tiny_checkpoint
 
-    config, checkpoint, _ = write_tiny_checkpoint(str(tmp_path), seed=3, hidden_dropout_prob=0.3)
+    config, checkpoint, _ = write_tiny_checkpoint(str(tmp_path), seed=3, hidden_dropout_prob=0.3,
+                                                  attention_probs_dropout_prob=0.3)
+    options = dict(attention=attention, attention_config={"block_size": 4} if attention == "chunked" else {})
     tokens = corpus(rng, count=2, length=10)
     inputs = [tokens, tokens * 0, np.array([[1, 4], [2, 6]], "int32")]
     targets = np.array([[9, 11], [20, 30]], "int32")
     weights = np.ones((2, 2), "float32")
-    loss_a, grads_a, steps_a = _loss_and_gradients(config, checkpoint, False, inputs, targets, weights)
-    loss_b, grads_b, steps_b = _loss_and_gradients(config, checkpoint, True, inputs, targets, weights)
-    assert steps_a == steps_b and all(s == 1 for s in steps_a)   # every dropout advanced exactly once
+    loss_a, grads_a, states_a = _loss_and_gradients(config, checkpoint, False, inputs, targets, weights, **options)
+    loss_b, grads_b, states_b = _loss_and_gradients(config, checkpoint, True, inputs, targets, weights, **options)
+    (steps_a, seeds_a), (steps_b, seeds_b) = states_a, states_b
+    assert steps_a == steps_b and seeds_a == seeds_b   # every random state advanced alike
+    if attention == "full":   # embedding + 3 per layer (output, feed-forward, probabilities): once each
+        assert steps_a == [1] * 7
+    else:                     # chunked draws from its seed generator (advanced once), not its SeededDropout
+        assert sorted(steps_a) == [0, 0] + [1] * 5 and len(seeds_a) == 2
+    loss_c, _, _ = _loss_and_gradients(config, checkpoint, False, inputs, targets, weights, attention=attention,
+                                       attention_config=dict(options["attention_config"], dropout_seed=99))
+    assert abs(loss_c - loss_a) > 1e-4   # the attention dropout masks matter to the loss
     assert loss_a == pytest.approx(loss_b, abs=1e-6)
     assert sorted(grads_a) == sorted(grads_b) and len(grads_a) > 20
     for name in grads_a:   # tolerance: float32 summation order only

@@ -4,8 +4,11 @@ A kernel receives projected queries, keys and values shaped
 ``[batch, length, heads, head_dim]`` and returns ``[batch, length, heads, head_dim]``.
 Masking conventions shared by every kernel:
 
-* ``key_mask``: ``[batch, length]`` bool, True where the key is a real token
-  (token id != 0). Padded keys never receive attention.
+* ``key_mask``: ``[batch, length]``, true (non-zero) where the key is a real token
+  (token id != 0). Padded keys never receive attention. It is bool, or int with
+  Longformer's convention (0 padding, 1 local, 2 global) when the model has a
+  global-attention mask input: every kernel reads ``cast(key_mask, bool)``, and
+  ``sliding_window`` also makes the tokens marked 2 global.
 * ``bias``: optional additive float bias broadcastable to
   ``[batch, heads, q_length, k_length]`` (UniLM masks, relative positions).
   Kernels that cannot honour a dense bias raise ``ValueError`` at build time.
@@ -13,7 +16,8 @@ Masking conventions shared by every kernel:
 
 Scores and softmax are computed in float32 whatever the compute dtype
 (mixed precision), and dropout on attention probabilities goes through
-`AttentionKernel.dropout_probs` so that every variant drops the same way.
+`AttentionKernel.dropout_probs` (a `SeededDropout`, so that `Recompute` redraws
+the same masks) so that every variant drops the same way.
 """
 import math
 
@@ -60,7 +64,11 @@ class AttentionKernel(keras.layers.Layer):
         dropout_rate: dropout on attention probabilities (kernels that never form
             probabilities, such as linear attention, document what they do instead).
         causal: mask keys after the query (left-to-right language model).
-        seed: seed of the dropout and of any random pattern the kernel draws.
+        seed: seed of any random pattern the kernel draws (and of the dropout
+            when ``dropout_seed`` is None).
+        dropout_seed: seed of the dropout masks; `MultiHeadAttention` passes a
+            hash of its name (distinct masks per layer) unless ``attention_config``
+            sets it.
 
     Subclasses implement `attend(q, k, v, key_mask, bias, training)`; they may
     create weights in `build_kernel(num_heads, head_dim, hidden_dim)` and may set
@@ -69,12 +77,24 @@ class AttentionKernel(keras.layers.Layer):
 
     supports_bias = True
 
-    def __init__(self, dropout_rate=0.0, causal=False, seed=None, **kwargs):
+    def __init__(self, dropout_rate=0.0, causal=False, seed=None, dropout_seed=None, **kwargs):
+        # Imported here: importing bert4long.layers imports this package.
+        from bert4long.layers.dropout import SeededDropout
+
         super().__init__(**kwargs)
         self.dropout_rate = dropout_rate
         self.causal = causal
         self.seed = seed
-        self.probs_dropout = keras.layers.Dropout(dropout_rate, seed=seed, name="probs_dropout")
+        self.dropout_seed = dropout_seed
+        self.probs_dropout = SeededDropout(dropout_rate, seed=self.effective_dropout_seed, name="probs_dropout")
+
+    @property
+    def effective_dropout_seed(self):
+        return self.dropout_seed if self.dropout_seed is not None else (self.seed or 0)
+
+    def build(self, q_shape):
+        """Build the dropout (its step weight); call `build_kernel` before."""
+        self.probs_dropout.build(q_shape)
 
     def build_kernel(self, num_heads, head_dim, hidden_dim, value_dim=None):
         """Create kernel-owned weights (none by default).
@@ -103,7 +123,8 @@ class AttentionKernel(keras.layers.Layer):
 
     def get_config(self):
         config = super().get_config()
-        config.update(dropout_rate=self.dropout_rate, causal=self.causal, seed=self.seed)
+        config.update(dropout_rate=self.dropout_rate, causal=self.causal, seed=self.seed,
+                      dropout_seed=self.dropout_seed)
         return config
 
 

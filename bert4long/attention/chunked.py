@@ -21,7 +21,8 @@ class ChunkedAttention(AttentionKernel):
     Supports ``causal``, the key padding mask, a dense additive ``bias``
     (sliced per key block; its gradient is returned too) and dropout, whose
     masks are drawn statelessly from a per-call seed so that the backward pass
-    regenerates exactly the same masks.
+    regenerates exactly the same masks (and `Recompute` pins that seed for its
+    recomputation).
 
     Args:
         block_size: keys per block (working memory ``heads * length * block_size`` floats).
@@ -41,7 +42,19 @@ class ChunkedAttention(AttentionKernel):
     def __init__(self, block_size=256, **kwargs):
         super().__init__(**kwargs)
         self.block_size = check_positive_int(block_size, "block_size", "chunked")
-        self.seed_generator = keras.random.SeedGenerator(self.seed, name="dropout_seed")
+        self.seed_generator = keras.random.SeedGenerator(self.effective_dropout_seed, name="dropout_seed")
+        self._pinned_state = None
+
+    # `Recompute`'s pinning protocol (see bert4long.layers.dropout): both passes use one per-call seed.
+    def random_state(self):
+        return tf.identity(self.seed_generator.state.value)
+
+    def pin_random_state(self, state):
+        self._pinned_state = state
+
+    def advance_random_state(self):
+        if self.dropout_rate:
+            self.seed_generator.next()
 
     def attend(self, q, k, v, key_mask, bias=None, hidden=None, training=None):
         block = self.block_size
@@ -59,7 +72,9 @@ class ChunkedAttention(AttentionKernel):
             bias = ops.moveaxis(to_blocks(pad_to_multiple(bias, block, axis=3), block, axis=3), 3, 0)
             tensors.append(bias)  # [n, B, H, Q, block]
         rate = self.dropout_rate if training and self.dropout_rate > 0 else 0.0
-        seed = self.seed_generator.next() if rate else None
+        seed = None
+        if rate:
+            seed = self.seed_generator.next() if self._pinned_state is None else self._pinned_state
         out = _online_softmax_attention(tensors, keep, seed, rate, self.causal)
         return ops.cast(out, v.dtype)
 

@@ -36,10 +36,17 @@ class SlidingWindowAttention(AttentionKernel):
         dilation: gap between attended neighbours (1: contiguous window).
         global_tokens: positions that attend globally and are attended by all
             (positions beyond a sequence's length are ignored).
+        max_global_tokens: global slots per example when ``key_mask`` is an int
+            global-attention mask (below); at least ``len(global_tokens)`` are used.
+            Tokens marked global beyond the first that many (in position order)
+            attend locally. 0 with ``global_tokens=[]``: no global projections.
         **kwargs: `AttentionKernel` arguments.
 
-    Call arguments: as `AttentionKernel`; ``hidden`` (the layer input) is
-    required when ``global_tokens`` is not empty.
+    Call arguments: as `AttentionKernel`. ``key_mask`` may be bool (padding) or
+    int with Longformer's convention, 0 padding / 1 local / 2 global: the tokens
+    marked 2, together with ``global_tokens``, are that example's global tokens
+    (``build_transformer_model(..., attention_mask_input=True)`` feeds it).
+    ``hidden`` (the layer input) is required when there are global tokens.
 
     Example:
     >>> import numpy as np
@@ -47,13 +54,18 @@ class SlidingWindowAttention(AttentionKernel):
     >>> q = np.random.rand(1, 40, 2, 8).astype("float32")
     >>> SlidingWindowAttention(window=8, global_tokens=[])(q, q, q, np.ones((1, 40), bool)).shape
     TensorShape([1, 40, 2, 8])
+    >>> kernel = SlidingWindowAttention(window=8, global_tokens=[], max_global_tokens=2)
+    >>> kernel.build_kernel(num_heads=2, head_dim=8, hidden_dim=16)
+    >>> mask = np.array([[1] * 5 + [2] + [1] * 34], "int32")  # token 5 is global
+    >>> kernel(q, q, q, mask, hidden=np.random.rand(1, 40, 16).astype("float32")).shape
+    TensorShape([1, 40, 2, 8])
 
     Reference: Beltagy et al., Longformer: The Long-Document Transformer (2020).
     """
 
     supports_bias = False
 
-    def __init__(self, window=512, dilation=1, global_tokens=(0,), **kwargs):
+    def __init__(self, window=512, dilation=1, global_tokens=(0,), max_global_tokens=16, **kwargs):
         super().__init__(**kwargs)
         if check_positive_int(window, "window", "sliding_window") % 2:
             raise ValueError(
@@ -68,10 +80,16 @@ class SlidingWindowAttention(AttentionKernel):
                 f"attention='sliding_window': global_tokens must be distinct non-negative positions, "
                 f"got {list(global_tokens)}."
             )
+        if not isinstance(max_global_tokens, int) or isinstance(max_global_tokens, bool) or max_global_tokens < 0:
+            raise ValueError(
+                f"attention='sliding_window': max_global_tokens must be a non-negative integer (global slots per "
+                f"example of the global-attention mask input), got {max_global_tokens!r}."
+            )
+        self.max_global_tokens = max_global_tokens
 
     def build_kernel(self, num_heads, head_dim, hidden_dim, value_dim=None):
-        """Create the global query/key/value projections (when there are global tokens)."""
-        if not self.global_tokens:
+        """Create the global query/key/value projections (when there can be global tokens)."""
+        if not (self.global_tokens or self.max_global_tokens):
             return
         units = (num_heads * head_dim, num_heads * head_dim, num_heads * (value_dim or head_dim))
         self.global_projections = []
@@ -86,21 +104,47 @@ class SlidingWindowAttention(AttentionKernel):
             for weight, value in zip(mine.weights, local.weights):
                 weight.assign(ops.reshape(value, weight.shape))
 
+    def global_slots(self, key_mask, padded_length):
+        """Global positions ``[batch, slots]`` (int32) and which slots are used (bool).
+
+        With a bool ``key_mask`` the slots are ``global_tokens``. With an int mask
+        (0 pad / 1 local / 2 global) they are the first ``max(max_global_tokens,
+        len(global_tokens))`` positions, in order, that are marked 2 or listed in
+        ``global_tokens``, gathered with `top_k` (no branch on values).
+        """
+        length = ops.shape(key_mask)[1]
+        fixed = ops.convert_to_tensor(self.global_tokens, "int32")
+        if "int" not in keras.backend.standardize_dtype(key_mask.dtype):
+            positions = ops.broadcast_to(fixed[None], (ops.shape(key_mask)[0], len(self.global_tokens)))
+            return positions, positions < length
+        slots = max(self.max_global_tokens, len(self.global_tokens))
+        positions = ops.arange(padded_length + slots)  # room for `slots` unused entries
+        marked = ops.logical_or(ops.equal(key_mask, 2), ops.any(positions[:length, None] == fixed[None, :], axis=-1))
+        marked = ops.pad(marked, [[0, 0], [0, padded_length + slots - length]])  # False beyond the length
+        far = ops.cast(2 * (padded_length + slots), "float32")
+        score = ops.where(marked, 0.0, -far) - ops.cast(positions, "float32")  # marked first, then by position
+        _, chosen = ops.top_k(score, slots)
+        return ops.cast(chosen, "int32"), ops.take_along_axis(marked, chosen, axis=1)
+
     def attend(self, q, k, v, key_mask, bias=None, hidden=None, training=None):
         side, dilation = self.window // 2, self.dilation
         length = ops.shape(q)[1]
         q, k, v = (pad_to_multiple(t, side * dilation) for t in (q, k, v))
+        key_mask = ops.convert_to_tensor(key_mask)
+        global_positions, global_valid = self.global_slots(key_mask, ops.shape(q)[1])
         key_mask = ops.cast(key_mask, "bool")
         mask = pad_to_multiple(key_mask, side * dilation)
         positions = ops.arange(ops.shape(q)[1])
-        global_positions = ops.convert_to_tensor(self.global_tokens, "int32")
-        is_global = ops.any(positions[:, None] == global_positions[None, :], axis=-1)
+        one_hot = ops.logical_and(  # [batch, globals, padded length]
+            global_positions[:, :, None] == positions[None, None, :], global_valid[:, :, None]
+        )
+        is_global = ops.any(one_hot, axis=1)
 
         def blocks(x):  # [b, L, ...] -> [b, dilation, L / dilation / side, side, ...]
             return to_blocks(ops.swapaxes(to_blocks(x, dilation), 1, 2), side, axis=2)
 
         q_blocks, k_blocks, v_blocks = blocks(q), blocks(k), blocks(v)
-        local_keep = blocks(ops.logical_and(mask, ops.logical_not(is_global)[None]))
+        local_keep = blocks(ops.logical_and(mask, ops.logical_not(is_global)))
         q_positions = blocks(positions[None])
         indices, valid = neighbour_blocks(ops.shape(q_blocks)[2], (-1, 0, 1))
         k_local, v_local = gather_blocks(k_blocks, indices, 2), gather_blocks(v_blocks, indices, 2)
@@ -111,51 +155,59 @@ class SlidingWindowAttention(AttentionKernel):
         )
         if self.causal:
             keep = ops.logical_and(keep, k_positions[..., None, :] <= q_positions[..., None])
-        if self.global_tokens:  # every query also attends to the global tokens (local projections)
+        slots = global_positions.shape[1]
+        if slots:  # every query also attends to the global tokens (local projections)
             k_local, v_local, keep = self._append_global_keys(
-                k_local, v_local, keep, (k, v, mask), q_positions, global_positions, length
+                k_local, v_local, keep, (k, v, mask), q_positions, global_positions, global_valid
             )
         out = block_attention(self, q_blocks, k_local, v_local, keep[..., None, :, :], training)
         out = merge_axes(ops.swapaxes(merge_axes(out, 2), 1, 2), 1)[:, :length]
-        if not self.global_tokens:
+        if not slots:
             return out
-        return self._global_rows(out, hidden, key_mask, global_positions, training)
+        return self._global_rows(out, hidden, key_mask, global_positions, one_hot[:, :, :length], training)
 
-    def _append_global_keys(self, k_local, v_local, keep, sequences, q_positions, global_positions, length):
+    def _append_global_keys(self, k_local, v_local, keep, sequences, q_positions, global_positions, global_valid):
         """Append the global tokens' keys, values and mask to the keys of every query block."""
-        k, v, mask = (ops.take(x, ops.minimum(global_positions, ops.shape(x)[1] - 1), axis=1) for x in sequences)
-        rows = (*ops.shape(k_local)[:3], len(self.global_tokens))  # [batch, dilation, blocks, globals]
+        k, v, mask = (gather_positions(x, global_positions) for x in sequences)
+        rows = (*ops.shape(k_local)[:3], global_positions.shape[1])  # [batch, dilation, blocks, globals]
         k_local = ops.concatenate([k_local, ops.broadcast_to(k[:, None, None], rows + tuple(k.shape[2:]))], 3)
         v_local = ops.concatenate([v_local, ops.broadcast_to(v[:, None, None], rows + tuple(v.shape[2:]))], 3)
-        global_keep = ops.logical_and(mask, global_positions[None] < length)[:, None, None, None, :]
+        global_keep = ops.logical_and(mask, global_valid)[:, None, None, None, :]
         if self.causal:
-            global_keep = ops.logical_and(global_keep, global_positions <= q_positions[..., None])
+            global_keep = ops.logical_and(global_keep, global_positions[:, None, None, None, :] <= q_positions[..., None])
         keep = ops.concatenate([keep, ops.broadcast_to(global_keep, (*ops.shape(keep)[:4], rows[3]))], -1)
         return k_local, v_local, keep
 
-    def _global_rows(self, out, hidden, key_mask, global_positions, training):
+    def _global_rows(self, out, hidden, key_mask, global_positions, one_hot, training):
         """Replace the rows of the global tokens by full attention with the global projections."""
         if hidden is None or not hasattr(self, "global_projections"):
             raise ValueError(
-                "attention='sliding_window' with global_tokens needs the global projections and the "
+                "attention='sliding_window' with global tokens needs the global projections and the "
                 "hidden states: use it inside bert4long.layers.MultiHeadAttention (or call "
-                "build_kernel() and pass hidden=...), or set global_tokens=[]."
+                "build_kernel() and pass hidden=...), or set global_tokens=[] (and max_global_tokens=0 "
+                "when key_mask is an int global-attention mask)."
             )
         batch, length = ops.shape(hidden)[:2]
         heads = out.shape[2]
         query, key, value = self.global_projections
         split = lambda x: ops.reshape(x, (batch, ops.shape(x)[1], heads, x.shape[-1] // heads))  # noqa: E731
-        q = split(query(ops.take(hidden, ops.minimum(global_positions, length - 1), axis=1)))
+        q = split(query(gather_positions(hidden, global_positions)))
         keep = key_mask[:, None, None, :]
-        positions = ops.arange(length)
         if self.causal:
-            keep = ops.logical_and(keep, positions[None, :] <= global_positions[:, None])
+            keep = ops.logical_and(keep, (ops.arange(length)[None, None, :] <= global_positions[:, :, None])[:, None])
         global_out = block_attention(self, q, split(key(hidden)), split(value(hidden)), keep, training)
-        one_hot = ops.equal(global_positions[:, None], positions[None, :])  # [globals, length]
-        scattered = ops.einsum("gl,bghd->blhd", ops.cast(one_hot, out.dtype), ops.cast(global_out, out.dtype))
-        return ops.where(ops.any(one_hot, axis=0)[None, :, None, None], scattered, out)
+        scattered = ops.einsum("bgl,bghd->blhd", ops.cast(one_hot, out.dtype), ops.cast(global_out, out.dtype))
+        return ops.where(ops.any(one_hot, axis=1)[:, :, None, None], scattered, out)
 
     def get_config(self):
         config = super().get_config()
-        config.update(window=self.window, dilation=self.dilation, global_tokens=self.global_tokens)
+        config.update(window=self.window, dilation=self.dilation, global_tokens=self.global_tokens,
+                      max_global_tokens=self.max_global_tokens)
         return config
+
+
+def gather_positions(x, positions):
+    """``x [batch, length, ...]`` at ``positions [batch, n]`` (clipped into range) -> ``[batch, n, ...]``."""
+    positions = ops.minimum(positions, ops.shape(x)[1] - 1)
+    positions = ops.reshape(positions, (*ops.shape(positions), *([1] * (len(x.shape) - 2))))
+    return ops.take_along_axis(x, ops.broadcast_to(positions, (*ops.shape(positions)[:2], *ops.shape(x)[2:])), axis=1)

@@ -2,6 +2,7 @@
 from bert4long.layers.activations import gelu_erf, gelu_tanh, get_activation, set_default_gelu
 from bert4long.layers.attention import MultiHeadAttention
 from bert4long.layers.crf import ConditionalRandomField
+from bert4long.layers.dropout import Recompute, SeededDropout
 from bert4long.layers.embeddings import Embedding, HierarchicalPositionEmbedding, PositionEmbedding
 from bert4long.layers.feedforward import FeedForward
 from bert4long.layers.global_pointer import EfficientGlobalPointer, GlobalPointer
@@ -23,7 +24,9 @@ __all__ = [
     "MultiHeadAttention",
     "PaddingMask",
     "PositionEmbedding",
+    "Recompute",
     "RelativePositionEmbedding",
+    "SeededDropout",
     "SinusoidalPositionEmbedding",
     "TakeToken",
     "UniLMMask",

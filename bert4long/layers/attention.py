@@ -6,6 +6,7 @@ from keras import ops
 
 from bert4long.attention import FullAttention, get_attention_kernel
 from bert4long.attention.base import MASKED_SCORE, causal_keep
+from bert4long.layers.dropout import name_seed
 from bert4long.layers.positions import (
     RelativePositionEmbedding,
     SinusoidalPositionEmbedding,
@@ -31,7 +32,8 @@ class MultiHeadAttention(keras.layers.Layer):
         out_dim: output size (defaults to the input size).
         key_size: size of each head's queries/keys (defaults to ``head_size``).
         use_bias: whether the projections have biases.
-        attention_dropout: dropout rate on attention probabilities.
+        attention_dropout: dropout rate on attention probabilities (a `SeededDropout`
+            seeded from the layer name unless ``attention_config`` sets ``dropout_seed``).
         attention: kernel name (``'full'``, ``'chunked'``, ``'sliding_window'``, ...).
         attention_config: dict of kernel options.
         causal: mask keys after each query (``application='lm'``).
@@ -46,7 +48,9 @@ class MultiHeadAttention(keras.layers.Layer):
 
     Call arguments:
         inputs: ``[x, key_mask]`` or ``[x, key_mask, bias]``: hidden states
-            ``[batch, length, dim]``, bool ``[batch, length]`` (True for real tokens) and
+            ``[batch, length, dim]``, bool ``[batch, length]`` (True for real tokens) or
+            an int global-attention mask (0 padding, 1 local, 2 global: ``sliding_window``
+            makes the tokens marked 2 global, every kernel treats non-zero as real), and
             an optional additive bias broadcastable to ``[batch, heads, length, length]``.
         training: enables dropout.
 
@@ -88,13 +92,14 @@ class MultiHeadAttention(keras.layers.Layer):
         self.attention_config = dict(attention_config or {})
         self.causal = causal
         self.kernel_initializer = keras.initializers.get(kernel_initializer)
+        kernel_config = {"dropout_seed": name_seed(self.name), **self.attention_config}  # per-layer masks
         self.kernel = get_attention_kernel(
             attention,
             dropout_rate=attention_dropout,
             causal=causal,
             name="attention_kernel",
             dtype=self.dtype_policy,
-            **self.attention_config,
+            **kernel_config,
         )
         self.position_bias = position_bias
         self.max_relative_position = max_relative_position
@@ -134,6 +139,7 @@ class MultiHeadAttention(keras.layers.Layer):
             dense.build(input_shape[0])
         self.o_dense.build(tuple(input_shape[0][:-1]) + (self.heads * self.head_size,))
         self.kernel.build_kernel(self.heads, self.key_size, hidden_dim, value_dim=self.head_size)
+        self.kernel.build(tuple(input_shape[0][:-1]) + (self.heads, self.key_size))
         if self.position_bias == "rotary":
             self.rotary_embedding = SinusoidalPositionEmbedding(  # float32 angles even under mixed precision
                 self.key_size, merge_mode="zero", name="rotary_position", dtype="float32"

@@ -25,7 +25,8 @@ class SeededDropout(keras.layers.Layer):
     so successive steps draw fresh masks; because it is a weight, it is saved with
     the model and a resumed run draws the masks the uninterrupted run would have
     drawn. Inside `Recompute` the wrapper pins ``step`` for the forward pass and its
-    recomputation, so both see the same mask, and advances it once afterwards.
+    recomputation, so both see the same masks, and advances it afterwards by the
+    number of calls in the pass (a kernel may drop twice per layer call).
 
     Args:
         rate: fraction of units to drop, in [0, 1).
@@ -48,6 +49,7 @@ class SeededDropout(keras.layers.Layer):
         self.seed = int(seed)
         self.supports_masking = True
         self._pinned_step = None
+        self._pinned_calls = 0
 
     def build(self, input_shape):
         self.step = self.add_weight(
@@ -59,7 +61,11 @@ class SeededDropout(keras.layers.Layer):
         if not training or self.rate == 0:
             return inputs
         pinned = self._pinned_step is not None
-        step = self._pinned_step if pinned else ops.convert_to_tensor(self.step.value)
+        if pinned:  # the k-th call of a pinned pass draws from step + k, as k unpinned calls would
+            step = self._pinned_step + self._pinned_calls
+            self._pinned_calls += 1
+        else:
+            step = ops.convert_to_tensor(self.step.value)
         replica = tf.distribute.get_replica_context()
         replica_id = replica.replica_id_in_sync_group if replica is not None else 0
         seed = tf.stack([tf.cast(self.seed, "int64") + 7919 * tf.cast(replica_id, "int64"), tf.cast(step, "int64")])
@@ -67,6 +73,22 @@ class SeededDropout(keras.layers.Layer):
         if not pinned:
             self.step.assign_add(1)
         return ops.where(keep, inputs / ops.cast(1.0 - self.rate, inputs.dtype), ops.zeros_like(inputs))
+
+    # The pinning protocol of `Recompute` (also implemented by the `chunked` attention kernel).
+    def random_state(self):
+        """A snapshot of the state the next training call draws from (None before `build`)."""
+        return tf.identity(self.step.value) if self.built else None
+
+    def pin_random_state(self, state):
+        """Draw from ``state`` without advancing the weight (None: back to the weight)."""
+        self._pinned_step = state
+        if state is not None:
+            self._pinned_calls = 0
+
+    def advance_random_state(self):
+        """Advance as the calls of the last pinned pass would have, unpinned."""
+        if self._pinned_calls:
+            self.step.assign_add(self._pinned_calls)
 
     def compute_output_shape(self, input_shape):
         return tuple(input_shape)
@@ -82,14 +104,14 @@ def backend_is_float(x):
 
 
 @contextlib.contextmanager
-def _pinned(dropouts, steps):
-    for layer, step in zip(dropouts, steps):
-        layer._pinned_step = step
+def _pinned(layers, states):
+    for layer, state in zip(layers, states):
+        layer.pin_random_state(state)
     try:
         yield
     finally:
-        for layer in dropouts:
-            layer._pinned_step = None
+        for layer in layers:
+            layer.pin_random_state(None)
 
 
 @keras.saving.register_keras_serializable(package="bert4long")
@@ -103,7 +125,9 @@ class Recompute(keras.layers.Wrapper):
     ``O(L * hidden)`` input. Gradients are the same as without it: every
     `SeededDropout` inside is pinned to the same step for both passes. (Keras's
     `RematScope` does the same wrapping but cannot pass the ``training`` keyword
-    through `tf.recompute_grad` inside a `tf.function`.)
+    through `tf.recompute_grad` inside a `tf.function`.) Any sublayer with the
+    methods ``random_state`` / ``pin_random_state`` / ``advance_random_state``
+    (`SeededDropout`, the ``chunked`` attention kernel) is pinned the same way.
 
     The wrapper takes the wrapped layer's name, and attribute access falls through
     to it (``model.get_layer('Transformer-0-FeedForward').intermediate_dense``).
@@ -136,8 +160,12 @@ class Recompute(keras.layers.Wrapper):
 
     def call(self, inputs, training=None):
         flat = list(tf.nest.flatten(inputs))
-        dropouts = [layer for layer in self.layer._flatten_layers() if isinstance(layer, SeededDropout) and layer.built]
-        steps = [tf.identity(layer.step.value) for layer in dropouts]  # a snapshot, not the variable
+        # Layers drawing random numbers (SeededDropout, the chunked attention kernel) and a snapshot of
+        # their state (a tensor, not the variable): both passes draw from it.
+        randoms = [layer for layer in self.layer._flatten_layers() if hasattr(layer, "pin_random_state")]
+        states = [layer.random_state() for layer in randoms]
+        randoms = [layer for layer, state in zip(randoms, states) if state is not None]
+        states = [state for state in states if state is not None]
         # Only floating inputs are differentiated; masks, ids and the pinned steps are closed over
         # (the same tensors in the forward pass and in its recomputation).
         floating = [i for i, x in enumerate(flat) if backend_is_float(x)]
@@ -146,14 +174,14 @@ class Recompute(keras.layers.Wrapper):
             values = list(flat)
             for i, x in zip(floating, float_args):
                 values[i] = x
-            with _pinned(dropouts, steps):
+            with _pinned(randoms, states):
                 return self.layer(tf.nest.pack_sequence_as(inputs, values), training=training)
 
         if not training:
             return forward(*[flat[i] for i in floating])
         outputs = tf.recompute_grad(forward)(*[flat[i] for i in floating])
-        for layer in dropouts:
-            layer.step.assign_add(1)
+        for layer in randoms:
+            layer.advance_random_state()
         return outputs
 
     def compute_output_shape(self, input_shape):
