@@ -74,6 +74,8 @@ def test_cache_is_detached_and_layer_trains(encoder, rng):
 def test_bad_configuration(tiny_bert, encoder):
     with pytest.raises(ValueError, match="exceeds the 16 positions"):
         SegmentRecurrentEncoder(build_transformer_model(tiny_bert[0], tiny_bert[1]), segment_length=32)
+    with pytest.raises(ValueError, match="without attention_mask_input"):
+        SegmentRecurrentEncoder(build_transformer_model(tiny_bert[0], attention_mask_input=True), segment_length=8)
     with pytest.raises(ValueError, match="static sequence length"):
         tf.function(lambda t, s: SegmentRecurrentEncoder(encoder, 8)([t, s])).get_concrete_function(
             tf.TensorSpec((None, None), tf.int32), tf.TensorSpec((None, None), tf.int32))
