@@ -95,7 +95,6 @@ def run_keras(impl, config_path, config, length, batch, repeats, precision):
 
 
 def run_torch(config_path, length, batch, repeats):
-    import numpy as np
     import torch
     from transformers import BertConfig, BertForMaskedLM
 

@@ -1,5 +1,4 @@
 """Core models: parity with an independent numpy BERT, checkpoints, serialization, bad input."""
-import json
 import os
 
 import keras

@@ -122,7 +122,6 @@ def test_forfit_feeds_fit_with_varying_lengths():
     output = keras.layers.Dense(2, activation="softmax")(keras.layers.GlobalAveragePooling1D()(x))
     model = keras.Model([token_ids, segment_ids], output)
     model.compile(optimizer="adam", loss="sparse_categorical_crossentropy")
-    generator = PairGenerator(DATA, batch_size=2)
     # the first two batches have the same length, later ones differ: Keras 3 alone would
     # fix the length from the first two and fail on the third
     lengths = [[1] * n for n in (3, 3, 5, 2, 7, 4)]

@@ -145,17 +145,19 @@ class FullAttention(AttentionKernel):
     TensorShape([1, 5, 2, 4])
     """
 
-    def attend(self, q, k, v, key_mask, bias=None, hidden=None, training=None):
-        head_dim = q.shape[-1]
-        scores = ops.einsum("bqhd,bkhd->bhqk", q, k)
-        scores = ops.cast(scores, "float32") / math.sqrt(head_dim)
+    def attention_probs(self, scores, key_mask, bias=None, training=None):
+        """Masked float32 softmax over keys of scaled ``[batch, heads, q, k]`` scores, then dropout."""
+        scores = ops.cast(scores, "float32")
         if bias is not None:
             scores = scores + ops.cast(bias, "float32")
         keep = ops.cast(key_mask, "bool")[:, None, None, :]
         if self.causal:
-            positions = ops.arange(ops.shape(q)[1])
+            positions = ops.arange(ops.shape(scores)[2])
             keep = ops.logical_and(keep, causal_keep(positions, positions)[None, None])
-        scores = ops.where(keep, scores, MASKED_SCORE)
-        probs = ops.softmax(scores, axis=-1)
-        probs = self.dropout_probs(probs, training=training)
+        probs = ops.softmax(ops.where(keep, scores, MASKED_SCORE), axis=-1)
+        return self.dropout_probs(probs, training=training)
+
+    def attend(self, q, k, v, key_mask, bias=None, hidden=None, training=None):
+        scores = ops.cast(ops.einsum("bqhd,bkhd->bhqk", q, k), "float32") / math.sqrt(q.shape[-1])
+        probs = self.attention_probs(scores, key_mask, bias, training)
         return ops.einsum("bhqk,bkhd->bqhd", ops.cast(probs, v.dtype), v)

@@ -5,7 +5,6 @@ import keras
 from keras import ops
 
 from bert4long.attention import FullAttention, get_attention_kernel
-from bert4long.attention.base import MASKED_SCORE, causal_keep
 from bert4long.layers.dropout import name_seed
 from bert4long.layers.positions import (
     RelativePositionEmbedding,
@@ -176,14 +175,7 @@ class MultiHeadAttention(keras.layers.Layer):
         relative = self.relative_embedding([q, k])
         scores = ops.einsum("bqhd,bkhd->bhqk", q, k) + ops.einsum("bqhd,qkd->bhqk", q, relative)
         scores = ops.cast(scores, "float32") / math.sqrt(self.key_size)
-        if bias is not None:
-            scores = scores + ops.cast(bias, "float32")
-        keep = ops.cast(key_mask, "bool")[:, None, None, :]
-        if self.causal:
-            positions = ops.arange(ops.shape(q)[1])
-            keep = ops.logical_and(keep, causal_keep(positions, positions)[None, None])
-        probs = ops.softmax(ops.where(keep, scores, MASKED_SCORE), axis=-1)
-        probs = ops.cast(self.kernel.dropout_probs(probs, training=training), v.dtype)
+        probs = ops.cast(self.kernel.attention_probs(scores, key_mask, bias, training), v.dtype)
         return ops.einsum("bhqk,bkhd->bqhd", probs, v) + ops.einsum("bhqk,qkd->bqhd", probs, relative)
 
     def init_kernel_from_projections(self):
