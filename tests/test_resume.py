@@ -89,6 +89,16 @@ def test_resume_with_other_config_is_refused(compiled, tmp_path):
         fit_resumable(compiled, data, 4, str(tmp_path), {"hidden_size": 32}, save_every=2, verbose=0)
 
 
+def test_resume_into_a_model_with_other_variables_is_refused(compiled, tiny_bert, tmp_path):
+    data = lambda s: mlm_batches(SEQS, MASKER, 4, start_step=s)  # noqa: E731
+    fit_resumable(compiled, data, 2, str(tmp_path), {"model": "tiny"}, save_every=2, verbose=0, tensorboard=False)
+    other, _, _ = build_mlm_model(tiny_bert[0], tiny_bert[1], attention="sliding_window",
+                                  attention_config={"window": 4})  # adds global Q/K/V variables
+    compile_mlm(other, make_optimizer(1e-3, 4), jit_compile=False)
+    with pytest.raises(ValueError, match=r"does not match this model.*another model or bert4long version.*--out"):
+        fit_resumable(other, data, 4, str(tmp_path), {"model": "tiny"}, save_every=2, verbose=0, tensorboard=False)
+
+
 def test_disk_full_keeps_previous_checkpoint(tmp_path, monkeypatch):
     step = tf.Variable(1)
     run = RunDirectory(str(tmp_path), {"k": 1})

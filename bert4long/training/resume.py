@@ -89,7 +89,14 @@ class RunDirectory:
         if step is None:
             return 0
         self.check_config(step)
-        checkpoint.read(os.path.join(self._state_dir(step), "ckpt")).assert_existing_objects_matched()
+        try:
+            checkpoint.read(os.path.join(self._state_dir(step), "ckpt")).assert_existing_objects_matched()
+        except (AssertionError, ValueError) as error:
+            raise ValueError(
+                f"Cannot resume from {self.out_dir!r}: its saved state (step {step}) does not match this model "
+                f"({str(error).splitlines()[0][:300]}). It was written by another model or bert4long version: "
+                "choose a new --out folder (or delete the old one) to start over."
+            ) from None
         return step
 
     def save(self, checkpoint, step, extra=None):
