@@ -33,6 +33,12 @@ for name, (config, checkpoint, kwargs) in args["calls"].items():
     outputs = outputs if isinstance(outputs, list) else [outputs]
     for i, o in enumerate(outputs):
         results[f"{name}_{i}"] = o
+from bert4keras.layers import PositionEmbedding
+table = np.load(args["inputs"])["table"]
+layer = PositionEmbedding(table.shape[0], table.shape[1], merge_mode="zero", hierarchical=0.4)
+layer.build((None, None, table.shape[1]))
+layer.set_weights([table])
+results["hierarchical_rows"] = layer(np.zeros((1, table.shape[0] ** 2, table.shape[1]), "float32")).numpy()[0]
 np.savez(args["out"], **results)
 """
 CALLS = {
@@ -56,7 +62,8 @@ def test_outputs_match_bert4keras(tiny_bert, tiny_albert, tmp_path):
     segments = np.zeros_like(tokens)
     segments[:, 30:] = 1
     segments[tokens == 0] = 0
-    np.savez(tmp_path / "inputs.npz", tokens=tokens, segments=segments)
+    table = rng.standard_normal((16, 8)).astype("float32")
+    np.savez(tmp_path / "inputs.npz", tokens=tokens, segments=segments, table=table)
     calls = {name: (*checkpoints[which], kwargs) for name, (which, kwargs) in CALLS.items()}
     args = dict(inputs=str(tmp_path / "inputs.npz"), out=str(tmp_path / "peer.npz"), calls=calls)
     env = dict(os.environ, TF_KERAS="1", TF_USE_LEGACY_KERAS="1", TF_CPP_MIN_LOG_LEVEL="3")
@@ -76,3 +83,15 @@ def test_outputs_match_bert4keras(tiny_bert, tiny_albert, tmp_path):
                 o, theirs = o[real], theirs[real]
             np.testing.assert_allclose(o, theirs, atol=ATOL, err_msg=name)
             print(f"{name}[{i}]: max |bert4long - bert4keras| = {np.abs(o - theirs).max():.2e}")
+
+    # The extended rows themselves: bit-identical from n on (same arithmetic, same order); below n bert4long
+    # returns the trained rows, which bert4keras recomputes through the formula (<= 1 float32 rounding away).
+    from bert4long.layers import HierarchicalPositionEmbedding
+
+    layer = HierarchicalPositionEmbedding(16, 8, alpha=0.4, merge_mode="zero")
+    layer.build((None, None, 8))
+    layer.embeddings.assign(table)
+    rows = np.asarray(layer(np.zeros((1, 256, 8), "float32")))[0]
+    np.testing.assert_array_equal(rows[16:], peer["hierarchical_rows"][16:])
+    np.testing.assert_array_equal(rows[:16], table)
+    np.testing.assert_allclose(peer["hierarchical_rows"][:16], table, atol=1e-6)
