@@ -382,15 +382,13 @@ def add_info_arguments(parser):
 
 
 def run_info(args):
-    from bert4long.checkpoints import CheckpointReader
-    from bert4long.huggingface import HuggingFaceReader, is_huggingface_folder, read_huggingface_config
-    from bert4long.models import read_config
+    from bert4long.huggingface import HuggingFaceReader, read_huggingface_config
+    from bert4long.models import open_checkpoint, read_config
 
-    if is_huggingface_folder(args.checkpoint):
-        reader, config = HuggingFaceReader(args.checkpoint), read_huggingface_config(
-            os.path.join(args.checkpoint, "config.json"))
+    reader = open_checkpoint(args.checkpoint)  # the same choice of format as model loading
+    if isinstance(reader, HuggingFaceReader):
+        config = read_huggingface_config(os.path.join(args.checkpoint, "config.json"))
     else:
-        reader = CheckpointReader(args.checkpoint)
         config_path = args.config or os.path.join(os.path.dirname(reader.prefix), "bert_config.json")
         config = read_config(config_path) if os.path.isfile(config_path) else {}
     print("config:")
