@@ -6,7 +6,11 @@ and all rows of a table come from one run on one machine: quote the ratios.
 Implementations:
   bert4long       the bert4keras-style user code: build_transformer_model(..., hierarchical_position=True,
                   with_mlm=True), compile(sparse categorical cross-entropy), train_on_batch with the 15%
-                  MLM mask as sample weight (full-vocabulary softmax at every position).
+                  MLM mask as sample weight. Its model is a `MaskedLMModel`, whose training step
+                  runs the vocabulary projection only where the sample weight is non-zero (same loss
+                  and gradients); its forward pass is the full-vocabulary softmax at every position.
+  bert4long-keras-step  the same user code with `model.head_on_weighted_positions = False`: Keras's own
+                  training step, vocabulary projection at every position (what bert4keras does).
   bert4long-best  bert4long's fastest path: gathered MLM head (vocabulary projection only at the masked
                   positions) and XLA, in --best-precision (float32 by default: bfloat16 is no faster on
                   CPUs without native bf16 matmuls and costs memory; use mixed_float16 on a GPU).
@@ -72,14 +76,16 @@ def run_keras(impl, config_path, config, length, batch, repeats, precision):
 
         from bert4long.models import build_transformer_model
 
-        if impl != "bert4long" and precision:
+        if impl.startswith(("bert4long-best", "bert4long-lean")) and precision:
             keras.mixed_precision.set_global_policy(precision)
-        kwargs = {"gathered_mlm": impl != "bert4long"}
+        kwargs = {"gathered_mlm": impl in ("bert4long-best", "bert4long-lean")}
         if impl == "bert4long-lean":
             kwargs.update(attention="chunked", attention_config={"block_size": 512}, recompute=True)
     tokens, positions, mask = make_batch(config, length, batch)
     segments = np.zeros_like(tokens)
     model = build_transformer_model(config_path, None, hierarchical_position=True, with_mlm=True, **kwargs)
+    if impl == "bert4long-keras-step":
+        model.head_on_weighted_positions = False
     if kwargs.get("gathered_mlm"):
         inputs = [tokens, segments, positions]
         labels, weights = np.take_along_axis(tokens, positions, axis=1), None
@@ -152,7 +158,8 @@ def add_ratios(rows):
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--impls", nargs="+", default=["bert4long", "bert4long-best"],
-                        choices=["bert4long", "bert4long-best", "bert4long-lean", "bert4keras", "hf-torch"])
+                        choices=["bert4long", "bert4long-keras-step", "bert4long-best", "bert4long-lean", "bert4keras",
+                                 "hf-torch"])
     parser.add_argument("--lengths", type=int, nargs="+", default=[512, 1024, 2048])
     parser.add_argument("--batch", type=int, default=2)
     parser.add_argument("--repeats", type=int, default=3)

@@ -27,6 +27,7 @@ from bert4long.layers import (
 )
 from bert4long.layers.activations import get_activation
 from bert4long.layers.dropout import Recompute, SeededDropout, name_seed
+from bert4long.masked_lm_model import MaskedLMModel
 from bert4long.layers.position_extension import EXTENSION_METHODS, extension_capacity, validate_alpha
 from bert4long.layers.positions import check_max_relative_position
 
@@ -151,7 +152,9 @@ class Transformer:
         for index in range(self.num_hidden_layers):
             x = self.apply_main_layers(x, index)
         outputs = self.apply_final_layers(x)
-        self.model = keras.Model(inputs, outputs, name=self.name or type(self).__name__.lower())
+        # a lone full-vocabulary MLM output: the training step projects only the weighted positions
+        model_class = MaskedLMModel if self.with_mlm and not self.gathered_mlm and not self.with_pool else keras.Model
+        self.model = model_class(inputs, outputs, name=self.name or type(self).__name__.lower())
         return self.model
 
     def get_inputs(self):

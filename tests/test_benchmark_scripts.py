@@ -18,7 +18,7 @@ BENCH = os.path.join(ROOT, "benchmarks")
 def quick_runs(tmp_path_factory):
     out = tmp_path_factory.mktemp("bench")
     runs = {
-        "speed": (["--quick", "--impls", "bert4long", "bert4long-best", "--out", str(out / "speed.json")],
+        "speed": (["--quick", "--impls", "bert4long", "bert4long-keras-step", "bert4long-best", "--out", str(out / "speed.json")],
                   out / "speed_quick.json"),
         "attention": (["--quick", "--variants", "full", "chunked", "--output", str(out / "attention.json")],
                       out / "attention_quick.json"),
