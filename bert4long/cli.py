@@ -119,13 +119,13 @@ def _print_summary(rows):
 # ------------------------------------------------------------------ pretrain
 def add_pretrain_arguments(parser):
     parser.description = (
-        "Continued masked-LM pretraining on a corpus (a folder of .txt files, one document each, or a .jsonl "
+        "Continued masked-LM pretraining on a corpus (a folder of text files, one document each, or a .jsonl "
         "with a 'text' field). Interrupt it any time and run the same command again: it resumes from the "
         "last checkpoint. Ends with bert_model.ckpt (Google layout), model.keras, and TensorBoard logs in --out. "
         + DEMO_DESCRIPTION
     )
     parser.add_argument("--demo", action="store_true", help="the built-in MiniLM/Wikipedia demo (the default)")
-    parser.add_argument("--corpus", help="folder of .txt files or a .jsonl file")
+    parser.add_argument("--corpus", help="folder of text files (one document each) or a .jsonl file")
     _model_arguments(parser, checkpoint_required=False)
     _training_arguments(parser)
     parser.add_argument("--eval-sequences", type=int, default=8, help="held-out sequences for MLM accuracy")
@@ -157,7 +157,8 @@ def run_pretrain(args):
     from bert4long.distribute import get_strategy, is_chief
     from bert4long.training import (build_mlm_model, compile_mlm, evaluate_mlm, fit_resumable, make_optimizer,
                                     masker_for, mlm_batches)
-    from bert4long.training.corpus import read_corpus, wikipedia_articles
+    from bert4long.data.corpus import read_texts
+    from bert4long.training.corpus import wikipedia_articles
 
     demo = args.demo or (args.corpus is None and args.checkpoint is None)
     if demo:
@@ -166,7 +167,7 @@ def run_pretrain(args):
     elif args.corpus is None or args.checkpoint is None:
         raise SystemExit("error: pretrain needs --checkpoint and --corpus (or no arguments for the demo)")
     keras.utils.set_random_seed(args.seed)
-    documents = wikipedia_articles() if demo else read_corpus(args.corpus)
+    documents = wikipedia_articles() if demo else read_texts(args.corpus)
     tokenizer = _tokenizer(args)
     held_out = max(1, len(documents) // 20)
     train_seqs = _pack(tokenizer, documents[held_out:], args.seq_len)
@@ -335,7 +336,7 @@ def run_finetune(args):
 def add_evaluate_arguments(parser):
     parser.description = "MLM loss and accuracy (masked positions only) of a checkpoint on a corpus."
     _model_arguments(parser)
-    parser.add_argument("--corpus", required=True, help="folder of .txt files or a .jsonl file")
+    parser.add_argument("--corpus", required=True, help="folder of text files (one document each) or a .jsonl file")
     parser.add_argument("--batch-size", type=int, default=4)
     parser.add_argument("--max-sequences", type=int, default=64)
     parser.add_argument("--seed", type=int, default=12345, help="masking seed")
@@ -343,10 +344,10 @@ def add_evaluate_arguments(parser):
 
 def run_evaluate(args):
     from bert4long.training import build_mlm_model, evaluate_mlm, masker_for
-    from bert4long.training.corpus import read_corpus
+    from bert4long.data.corpus import read_texts
 
     tokenizer = _tokenizer(args)
-    seqs = _pack(tokenizer, read_corpus(args.corpus), args.seq_len)[: args.max_sequences]
+    seqs = _pack(tokenizer, read_texts(args.corpus), args.seq_len)[: args.max_sequences]
     model, _, has_head = build_mlm_model(args.config, args.checkpoint, **_model_kwargs(args))
     if not has_head:
         print("warning: this checkpoint has no MLM head; the head is untrained (accuracy near 0)")

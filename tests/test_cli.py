@@ -53,7 +53,7 @@ def test_pretrain_resume_info_export(tiny_bert, corpus, tmp_path):
     empty = tmp_path / "empty"
     empty.mkdir()
     bad = bert4long("pretrain", "--config", config, "--checkpoint", checkpoint, "--corpus", str(empty), cwd=tmp_path)
-    assert bad.returncode == 1 and "holds no text" in bad.stderr
+    assert bad.returncode == 1 and "holds no files" in bad.stderr
     other = bert4long(*[a if a != "24" else "20" for a in common], "--steps", "4", cwd=tmp_path)
     assert other.returncode == 1 and "different configuration" in other.stderr and "seq_len" in other.stderr
 
@@ -67,15 +67,30 @@ def test_help_lists_every_command():
     assert np.all([callable(run) for _, run, _ in COMMANDS.values()])
 
 
-def test_missing_corpus_and_bad_jsonl_are_named(tmp_path):
-    from bert4long.training.corpus import read_corpus
+def test_corpus_errors_name_the_path_and_the_fix(tiny_bert, tmp_path, capsys):
+    from bert4long.cli import main
+    from bert4long.data.corpus import read_texts
 
-    with pytest.raises(FileNotFoundError, match="Corpus not found.*--corpus"):
-        read_corpus(str(tmp_path / "nowhere"))
+    config, checkpoint, _ = tiny_bert
+    missing = str(tmp_path / "nowhere")
+    assert main(["pretrain", "--config", config, "--checkpoint", checkpoint, "--corpus", missing]) == 1
+    err = capsys.readouterr().err
+    assert f"no such file or folder: {missing!r}; pass a folder of text files" in err and ".jsonl" in err
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    with pytest.raises(ValueError, match=r"empty' holds no files .*add text files"):
+        read_texts(empty)
+    (empty / "blank.txt").write_text(" \n")
+    with pytest.raises(ValueError, match=r"empty' holds no text \(skipped: \{'empty': 1\}\): add documents"):
+        read_texts(empty)
     bad = tmp_path / "c.jsonl"
-    bad.write_text('{"body": "x"}\n')
-    with pytest.raises(ValueError, match=r"c.jsonl:1 has no 'text' field"):
-        read_corpus(str(bad))
+    bad.write_text('{"text": "fine"}\n{"body": "x"}\n')
+    with pytest.raises(ValueError, match=r"c.jsonl:2: expected a JSON object with a string 'text' field; "
+                                         r'each line must be \{"text": "..."\}'):
+        read_texts(bad)
+    assert str(tmp_path) in str(pytest.raises(ValueError, read_texts, bad).value)  # the full path, not just the name
+    bad.write_text('{"text": "fine"}\n{"text": "also fine"}\n')
+    assert read_texts(bad) == ["fine", "also fine"]
 
 
 def test_extend_and_convert_commands(tiny_bert, tmp_path, capsys):

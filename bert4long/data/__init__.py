@@ -1,7 +1,7 @@
 """Long-document data: truncation, chunking and pooling, MLM masking, packing,
 and ``tf.data`` pipelines from folders of text to batches. See docs/data.md."""
 from bert4long.data.chunking import chunk_documents, chunk_spans
-from bert4long.data.corpus import Corpus, list_files, load_corpus, read_documents
+from bert4long.data.corpus import Corpus, list_files, load_corpus, read_documents, read_texts
 from bert4long.data.masking import MLMMasker
 from bert4long.data.packing import pack_documents
 from bert4long.data.pipeline import (
@@ -28,5 +28,6 @@ __all__ = [
     "pool_chunks",
     "pool_chunks_ops",
     "read_documents",
+    "read_texts",
     "truncate",
 ]

@@ -66,9 +66,12 @@ def list_files(paths):
         elif path.is_file():
             files.append(path)
         else:
-            raise FileNotFoundError(f"no such file or folder: {str(path)!r}")
+            raise FileNotFoundError(f"no such file or folder: {str(path)!r}; pass a folder of text files "
+                                    "(one document each) or a .jsonl file (one JSON object a line)")
     if not files:
-        raise ValueError(f"no files found in {[str(p) for p in paths]}")
+        where = ", ".join(repr(str(p)) for p in paths)
+        raise ValueError(f"{where} holds no files (hidden files are skipped): add text files "
+                         "(one document each) or a .jsonl file to it")
     return files
 
 
@@ -111,13 +114,15 @@ def _raw_documents(path, text_format, root, text_field, label_field):
     for number, line in enumerate(lines, start=1):
         if not line.strip():
             continue
-        source = f"{name}:{number}"
+        source, where = f"{name}:{number}", f"{path}:{number}"
         try:
             record = json.loads(line)
         except (json.JSONDecodeError, UnicodeDecodeError) as err:
-            raise ValueError(f"{source}: not a JSON object ({err})") from None
+            raise ValueError(f"{where}: not a JSON object ({err}); each line must be "
+                             f'{{"{text_field}": "..."}}') from None
         if not isinstance(record, dict) or not isinstance(record.get(text_field), str):
-            raise ValueError(f"{source}: expected a JSON object with a string {text_field!r} field")
+            raise ValueError(f"{where}: expected a JSON object with a string {text_field!r} field; "
+                             f'each line must be {{"{text_field}": "..."}}')
         label = record.get(label_field)
         yield record[text_field].encode("utf-8"), None if label is None else str(label), source
 
@@ -141,7 +146,7 @@ def read_documents(paths, text_format="auto", text_field="text", label_field="la
         if fmt == "auto":
             fmt = "jsonl" if path.suffix in (".jsonl", ".json") else "file"
         for data, label, source in _raw_documents(path, fmt, root, text_field, label_field):
-            text = _decode(data, source, errors, skipped)
+            text = _decode(data, os.path.join(root, source), errors, skipped)
             if text is None:
                 continue
             if not text.strip():
@@ -151,6 +156,24 @@ def read_documents(paths, text_format="auto", text_field="text", label_field="la
             labels.append(label)
             sources.append(source)
     return texts, labels, sources, skipped
+
+
+def read_texts(paths, text_format="auto", text_field="text", errors="strict"):
+    """The non-empty documents in ``paths`` as strings, as `read_documents` reads them;
+    a ``ValueError`` when none is left.
+
+    >>> import pathlib, tempfile
+    >>> folder = pathlib.Path(tempfile.mkdtemp())
+    >>> _ = (folder / "a.txt").write_text("One document.")
+    >>> read_texts(folder)
+    ['One document.']
+    """
+    texts, _, _, skipped = read_documents(paths, text_format, text_field, errors=errors)
+    if not texts:
+        where = paths if isinstance(paths, (str, os.PathLike)) else ", ".join(map(str, paths))
+        raise ValueError(f"{str(where)!r} holds no text (skipped: {skipped}): add documents with text "
+                         f'(non-empty text files, or .jsonl lines {{"{text_field}": "..."}})')
+    return texts
 
 
 def _cache_key(files, tokenizer, settings):

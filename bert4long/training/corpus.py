@@ -1,41 +1,10 @@
-"""Reading a pretraining corpus (a folder of ``.txt`` or a ``.jsonl``) and the built-in demo corpus."""
+"""The built-in demo corpus (Wikipedia articles from gensim's test data); read your own corpus with
+`bert4long.data.corpus.read_texts`."""
 import bz2
-import glob
 import html
 import importlib.util
-import json
 import os
 import re
-
-
-def read_corpus(path, text_key="text"):
-    """Documents (strings) from a folder of ``.txt`` files (one document each) or a ``.jsonl`` file.
-
-    Example:
-    >>> from bert4long.training.corpus import read_corpus
-    >>> docs = read_corpus("corpus/")  # doctest: +SKIP
-    """
-    if path is None or not os.path.exists(path):
-        raise FileNotFoundError(f"Corpus not found: {path!r}. Pass --corpus FOLDER_OF_TXT or --corpus FILE.jsonl.")
-    if os.path.isdir(path):
-        files = sorted(glob.glob(os.path.join(path, "**", "*.txt"), recursive=True))
-        documents = [open(f, encoding="utf-8").read() for f in files]
-    elif path.endswith(".jsonl"):
-        documents = []
-        with open(path, encoding="utf-8") as f:
-            for number, line in enumerate(f, 1):
-                if line.strip():
-                    record = json.loads(line)
-                    if text_key not in record:
-                        raise ValueError(f"{path}:{number} has no {text_key!r} field: each line must be "
-                                         f'{{"{text_key}": "..."}}.')
-                    documents.append(record[text_key])
-    else:
-        raise ValueError(f"Corpus {path!r} is neither a folder of .txt files nor a .jsonl file.")
-    documents = [d for d in documents if d.strip()]
-    if not documents:
-        raise ValueError(f"Corpus {path!r} holds no text (no non-empty .txt file / jsonl line): add documents to it.")
-    return documents
 
 
 WIKI_FILE = "test/test_data/enwiki-latest-pages-articles1.xml-p000000010p000030302-shortened.bz2"
