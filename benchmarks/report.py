@@ -271,6 +271,80 @@ def batch_headline(data):
             + ", ".join(f"{r['option']}@{r['length']} = {r['max_batch']}" for r in rows) + "."]
 
 
+# --- speed against the peers ----------------------------------------------------------------------
+
+SPEED_IMPLS = {
+    "bert4long": "the bert4keras-style user code (full-vocabulary MLM output, sparse cross-entropy, 15% mask as "
+                 "sample weight); its `MaskedLMModel` step projects only the weighted positions",
+    "bert4long-keras-step": "the same user code with that off (`head_on_weighted_positions = False`): "
+                            "Keras's own step, vocabulary projection at every position",
+    "bert4long-best": "gathered MLM head (`gathered_mlm=True`), precision and XLA as in the settings",
+    "bert4long-lean": "gathered head + `attention='chunked'` + `recompute=True`, float32, XLA",
+    "bert4keras": "bert4keras 0.11.5 on tf-keras, the same user code",
+    "hf-torch": "Hugging Face transformers `BertForMaskedLM` on PyTorch CPU, AdamW (labels -100 off the mask)",
+}
+
+
+def speed_targets(rows):
+    """(target, measured, met) for the issue's speed and memory targets, from one run's rows."""
+    cell = {(r.get("impl"), r.get("length")): r for r in rows if "train_step_s" in r}
+
+    def ratio(impl, peer, length, key):
+        a, b = cell.get((impl, length)), cell.get((peer, length))
+        return None if a is None or b is None else b[key] / a[key]
+
+    out = []
+    for label, impl, peer, length, key, goal in (
+            ("same user code, MLM training step vs bert4keras at 1,024", "bert4long", "bert4keras", 1024,
+             "train_step_s", 1.5),
+            ("same user code, forward vs bert4keras at 1,024", "bert4long", "bert4keras", 1024, "forward_s", 1.0),
+            ("best path, MLM training step vs bert4keras at 512", "bert4long-best", "bert4keras", 512,
+             "train_step_s", 3.0),
+            ("best path, MLM training step vs PyTorch at 512", "bert4long-best", "hf-torch", 512, "train_step_s", 1.0)):
+        value = ratio(impl, peer, length, key)
+        if value is not None:
+            out.append((f"{label}: ≥ {goal}×", f"{value:.2f}×", value >= goal))
+    peer = cell.get(("bert4keras", 2048))
+    if peer:
+        for impl in ("bert4long", "bert4long-best", "bert4long-lean"):
+            mine = cell.get((impl, 2048))
+            if mine:
+                share = mine["peak_rss_gb"] / peer["peak_rss_gb"]
+                out.append((f"peak memory of the training step at 2,048, {impl} vs bert4keras: ≤ 0.5×",
+                            f"{share:.2f}× ({mine['peak_rss_gb']:.2f} vs {peer['peak_rss_gb']:.2f} GB)", share <= 0.5))
+    return out
+
+
+def speed_section(data, number):
+    rows = data.get("rows", [])
+    out = [f"## {number}. Speed and memory against bert4keras and Hugging Face\n", stamp_line(data.get("stamp")) + "\n"]
+    out.append(f"Model: {data.get('model')}; batch {rows[0].get('batch') if rows else '?'}; median of the "
+               "repeats; every (implementation, length) in a fresh process, all in this one run. bert4long-best ran "
+               f"in {data.get('best_precision') or 'float32'} with XLA {data.get('best_xla', 'on')}.\n")
+    out += [f"- `{impl}`: {text}" for impl, text in SPEED_IMPLS.items() if any(r.get("impl") == impl for r in rows)]
+    out.append("")
+    columns = ["impl", "length", "forward_s", "train_step_s", "train_tokens_per_s", "peak_rss_gb",
+               "train_x_vs_bert4keras", "forward_x_vs_bert4keras", "memory_vs_bert4keras", "train_x_vs_hf-torch"]
+    out.append(table(columns, [[r.get(c) for c in columns] for r in rows if "train_step_s" in r]) + "\n")
+    missing = [f"{r.get('impl')} at {r.get('length')}: {r['error'][-1] if isinstance(r['error'], list) else r['error']}"
+               for r in rows if r.get("error")]
+    if missing:
+        out.append("Not measured: " + "; ".join(missing) + ".\n")
+    targets = speed_targets(rows)
+    if targets:
+        out.append(table(["target", "measured", "met"], [[t, m, ok] for t, m, ok in targets]) + "\n")
+    return out
+
+
+def speed_headline(data):
+    """The targets, one line each; of the memory targets only the leanest bert4long path."""
+    targets = speed_targets(data.get("rows", []))
+    memory = [t for t in targets if t[0].startswith("peak memory")]
+    keep = [t for t in targets if t not in memory] + sorted(memory, key=lambda t: float(t[1].split("×")[0]))[:1]
+    return [f"{target.split(': ≤')[0].split(': ≥')[0]}: {measured} ({'met' if ok else 'not met'}; target "
+            f"{target.rsplit(': ', 1)[1]})" for target, measured, ok in keep]
+
+
 # --- peers' JSON: render whatever rows they hold ------------------------------------------------
 
 
@@ -303,8 +377,7 @@ def generic_section(title, data, figure=None):
     return out
 
 
-PEERS = [("speed.json", "Speed: forward and MLM training step against bert4keras / Hugging Face"),
-         ("train.json", "Training throughput and memory options (MiniLM size)"),
+PEERS = [("train.json", "Training throughput and memory options (MiniLM size)"),
          ("attention.json", "Attention kernels: time and memory against length"),
          ("tokenization.json", "Tokenization speed and exactness")]
 
@@ -316,6 +389,7 @@ def build_report(results_dir, figures, out_path):
     position = load_json(os.path.join(results_dir, "position_study.json"))
     classification = load_json(os.path.join(results_dir, "classification_study.json"))
     batch = load_json(os.path.join(results_dir, "batch_size.json"))
+    speed = load_json(os.path.join(results_dir, "speed.json"))
     headline = []
     if position:
         headline += position_headline(position)
@@ -323,6 +397,8 @@ def build_report(results_dir, figures, out_path):
         headline += classification_headline(classification)
     if batch:
         headline += batch_headline(batch)
+    if speed:
+        headline += speed_headline(speed)
     out = ["# bert4long: measured results\n",
            "Generated by `python benchmarks/report.py` from the JSON files in `benchmarks/results/`; every number "
            "below comes from those files. Rerun a benchmark script, then this script, to update the page.\n"]
@@ -334,6 +410,8 @@ def build_report(results_dir, figures, out_path):
         out += classification_section(classification)
     if batch:
         out += batch_section(batch)
+    if speed:
+        out += speed_section(speed, 4)
     for name, title in PEERS:
         data = load_json(os.path.join(results_dir, name))
         png = os.path.join(results_dir, name.replace(".json", ".png"))

@@ -12,9 +12,10 @@ Implementations:
   bert4long-keras-step  the same user code with `model.head_on_weighted_positions = False`: Keras's own
                   training step, vocabulary projection at every position (what bert4keras does).
   bert4long-best  bert4long's fastest path: gathered MLM head (vocabulary projection only at the masked
-                  positions) and XLA, in --best-precision (float32 by default: bfloat16 is no faster on
-                  CPUs without native bf16 matmuls and costs memory; use mixed_float16 on a GPU).
-  bert4long-lean  the gathered head and XLA plus attention='chunked' and recompute=True: the
+                  positions), in --best-precision with --best-xla. The defaults are this CPU's best:
+                  mixed_bfloat16 without XLA (TensorFlow's oneDNN matmuls use the CPU's bf16 units;
+                  XLA's CPU code for bf16 dots does not). On a GPU use mixed_float16 with XLA.
+  bert4long-lean  the gathered head plus attention='chunked' and recompute=True, float32 with XLA: the
                   memory-lean path for long inputs.
   bert4keras      bert4keras 0.11.5, the same user code, on TensorFlow's legacy Keras (tf-keras);
                   needs `pip install tf-keras && pip install --no-deps bert4keras`.
@@ -60,7 +61,7 @@ def make_batch(config, length, batch):
     return tokens, positions, mask
 
 
-def run_keras(impl, config_path, config, length, batch, repeats, precision):
+def run_keras(impl, config_path, config, length, batch, repeats, precision, xla):
     """bert4long (Keras 3) or bert4keras (tf-keras): same calls, different import."""
     import numpy as np
 
@@ -76,7 +77,7 @@ def run_keras(impl, config_path, config, length, batch, repeats, precision):
 
         from bert4long.models import build_transformer_model
 
-        if impl.startswith(("bert4long-best", "bert4long-lean")) and precision:
+        if impl == "bert4long-best" and precision:
             keras.mixed_precision.set_global_policy(precision)
         kwargs = {"gathered_mlm": impl in ("bert4long-best", "bert4long-lean")}
         if impl == "bert4long-lean":
@@ -91,9 +92,10 @@ def run_keras(impl, config_path, config, length, batch, repeats, precision):
         labels, weights = np.take_along_axis(tokens, positions, axis=1), None
     else:
         inputs, labels, weights = [tokens, segments], tokens, mask
-    compile_kwargs = {"jit_compile": True} if kwargs.get("gathered_mlm") else {}
+    jit = {"bert4long-best": xla, "bert4long-lean": True}.get(impl)  # None: the user code's default
+    compile_kwargs = {} if jit is None else {"jit_compile": jit}
     model.compile(optimizer=keras.optimizers.Adam(1e-5), loss="sparse_categorical_crossentropy", **compile_kwargs)
-    forward = tf.function(lambda *x: model(list(x), training=False), jit_compile=bool(kwargs.get("gathered_mlm")))
+    forward = tf.function(lambda *x: model(list(x), training=False), jit_compile=bool(jit))
     tensors = [tf.constant(x) for x in inputs]
     forward_s = median_time(lambda: np.asarray(forward(*tensors)), repeats)
     train_s = median_time(lambda: model.train_on_batch(inputs, labels, sample_weight=weights), repeats)
@@ -129,7 +131,7 @@ def run_torch(config_path, length, batch, repeats):
     return median_time(forward, repeats), median_time(train, repeats)
 
 
-def measure(impl, length, batch, repeats, quick, precision):
+def measure(impl, length, batch, repeats, quick, precision, xla):
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
     if impl == "bert4keras":
         os.environ.update(TF_KERAS="1", TF_USE_LEGACY_KERAS="1")
@@ -139,7 +141,7 @@ def measure(impl, length, batch, repeats, quick, precision):
     if impl == "hf-torch":
         forward_s, train_s = run_torch(config_path, length, batch, repeats)
     else:
-        forward_s, train_s = run_keras(impl, config_path, config, length, batch, repeats, precision)
+        forward_s, train_s = run_keras(impl, config_path, config, length, batch, repeats, precision, xla)
     return {"impl": impl, "length": length, "batch": batch, "forward_s": round(forward_s, 4),
             "train_step_s": round(train_s, 4), "train_tokens_per_s": round(batch * length / train_s, 1),
             "peak_rss_gb": round(peak_rss_gb(), 2)}
@@ -163,8 +165,9 @@ def main():
     parser.add_argument("--lengths", type=int, nargs="+", default=[512, 1024, 2048])
     parser.add_argument("--batch", type=int, default=2)
     parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--best-precision", default="",
-                        help="dtype policy of bert4long-best/-lean, e.g. mixed_float16 on a GPU ('': float32)")
+    parser.add_argument("--best-precision", default="mixed_bfloat16",
+                        help="dtype policy of bert4long-best (mixed_float16 on a GPU; '' for float32)")
+    parser.add_argument("--best-xla", choices=["on", "off"], default="off", help="XLA for bert4long-best")
     parser.add_argument("--peer-python", default=sys.executable, help="Python with torch + transformers for hf-torch")
     parser.add_argument("--quick", action="store_true", help="tiny model and lengths, for CI")
     parser.add_argument("--out", default=os.path.join(HERE, "results", "speed.json"))
@@ -172,14 +175,15 @@ def main():
     args = parser.parse_args()
     if args.one:
         print(json.dumps(measure(args.one[0], int(args.one[1]), args.batch, args.repeats, args.quick,
-                                 args.best_precision)))
+                                 args.best_precision, args.best_xla == "on")))
         return
     lengths = [32, 96] if args.quick else args.lengths
     repeats = 1 if args.quick else args.repeats
     rows = []
     for length in lengths:
         for impl in args.impls:
-            flags = ["--batch", str(args.batch), "--repeats", str(repeats), "--best-precision", args.best_precision]
+            flags = ["--batch", str(args.batch), "--repeats", str(repeats), "--best-precision", args.best_precision,
+                     "--best-xla", args.best_xla]
             if args.quick:
                 flags.append("--quick")
             env = {"PYTHONPATH": os.path.dirname(HERE)}
@@ -198,7 +202,7 @@ def main():
     print_table(rows, columns + ["error"])
     out = args.out.replace(".json", "_quick.json") if args.quick else args.out
     write_json(out, {"stamp": machine_stamp(), "model": "tiny" if args.quick else "MiniLM size (random weights)",
-                     "best_precision": args.best_precision, "rows": rows})
+                     "best_precision": args.best_precision or "float32", "best_xla": args.best_xla, "rows": rows})
     print(f"wrote {out}")
 
 

@@ -74,8 +74,10 @@ def test_classification_and_batch_size_quick(quick_results):
 
 def test_report_renders_the_json_numbers(quick_results, tmp_path):
     report = load_script("report")
+    rows = [{"impl": "bert4long", "length": 1024, "batch": 2, "forward_s": 1.0, "train_step_s": 2.0, "peak_rss_gb": 3.0},
+            {"impl": "bert4keras", "length": 1024, "batch": 2, "forward_s": 0.9, "train_step_s": 3.2, "peak_rss_gb": 3.5}]
     (quick_results / "speed.json").write_text(json.dumps(
-        {"stamp": {"command": "python benchmarks/speed.py"}, "rows": [{"impl": "bert4long", "train_step_s": 0.123456}]}))
+        {"stamp": {"command": "python benchmarks/speed.py"}, "model": "tiny", "rows": rows}))
     out = tmp_path / "results.md"
     report.main(["--results", str(quick_results), "--out", str(out), "--figures", str(tmp_path / "figures")])
     text = out.read_text()
@@ -84,7 +86,11 @@ def test_report_renders_the_json_numbers(quick_results, tmp_path):
     assert f"| split | {100 * position['zero_shot']['split']['acc_lt_all']:.1f}% | {100 * split:.1f}% |" in text
     head = read(quick_results, "classification_study")["strategies"]["head-512"]
     assert f"| head-512 | {head['macro_f1_all_mean']:.3f} ± {head['macro_f1_all_std']:.3f} |" in text
-    assert "| bert4long | 0.123 |" in text and "Command: `python benchmarks/speed.py`" in text
+    assert "| bert4long | 1024 | 1.000 | 2.000 |" in text and "Command: `python benchmarks/speed.py`" in text
+    # the targets, computed from the rows: 3.2 / 2.0 = 1.6x (met), forward 0.9 / 1.0 = 0.9x (not met)
+    assert "| same user code, MLM training step vs bert4keras at 1,024: ≥ 1.5× | 1.60× | yes |" in text
+    assert "| same user code, forward vs bert4keras at 1,024: ≥ 1.0× | 0.90× | no |" in text
+    assert "- same user code, forward vs bert4keras at 1,024: 0.90× (not met; target ≥ 1.0×)" in text
     assert text.index("## Headline numbers") < text.index("## 1.")
 
 
