@@ -23,6 +23,9 @@ once; rerunning skips what is done (a method interrupted mid-training restarts).
 
     python benchmarks/position_study.py --stage all
     python benchmarks/position_study.py --stage zeroshot --alphas 0.1 0.4
+    python benchmarks/position_study.py --stage zeroshot --long-length 2048 --eval-sequences 20 \
+        --held-out-from benchmarks/results/position_study.json --out benchmarks/results/position_study_4x.json
+                                                    # 4x, same base, evaluated on articles the base never saw
     python benchmarks/position_study.py --quick     # tiny random model, 64 tokens (CI smoke run)
 
 Writes benchmarks/results/position_study.json (position_study_quick.json with --quick).
@@ -73,6 +76,12 @@ def prepare_data(tokenizer, args):
     order = np.random.default_rng(args.split_seed).permutation(len(documents))
     width = args.long_length - 2
     held_out, evaluation = set(), []
+    if args.held_out_from:  # evaluate only on articles an earlier study held out (and its base never saw)
+        earlier = set(load_json(args.held_out_from, {}).get("setup", {}).get("held_out_articles", []))
+        if not earlier:
+            raise ValueError(f"{args.held_out_from} lists no held_out_articles: run that study first.")
+        order = [i for i in order if int(i) in earlier]
+        held_out = set(earlier)  # the base model's training text excluded all of them
     for index in order:  # held-out: long articles, up to 2 windows each, until --eval-sequences
         doc = documents[index]
         if len(doc) < width or len(evaluation) >= args.eval_sequences:
@@ -291,6 +300,9 @@ def main(argv=None):
     parser.add_argument("--train-lr", type=float, default=5e-5)
     parser.add_argument("--eval-every", type=int, default=10)
     parser.add_argument("--max-articles", type=int, default=None, help="use only the first N articles")
+    parser.add_argument("--held-out-from", default=None,
+                        help="a study JSON whose held-out articles to evaluate on (for a longer --long-length "
+                             "run from the same base: its base never trained on them)")
     parser.add_argument("--no-xla", dest="xla", action="store_false", help="train without XLA")
     parser.add_argument("--out", default=None)
     parser.add_argument("--run-dir", default=os.path.join(ROOT, "runs", "position_study"))
