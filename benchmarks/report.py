@@ -148,9 +148,9 @@ def position_section(data, figures, plt, report_dir, number=1, tag=""):
                 (end["acc_ge_all"] - start["acc_ge_all"]) / (reference - start["acc_ge_all"]))
             rows.append((method, end["step"], "yes" if run.get("done") else "no (interrupted)", pct(start["acc_ge_all"]),
                          pct(end["acc_ge_all"]), pct(gap), pct(start["acc_lt_all"]), pct(end["acc_lt_all"]),
-                         run.get("seconds")))
+                         pct(start.get("acc_all")), pct(end.get("acc_all")), run.get("seconds")))
         out.append(table(["method", "steps", "finished", f"≥ {n}: zero-shot", f"≥ {n}: last", "gap closed",
-                          f"< {n}: zero-shot", f"< {n}: last", "wall s"], rows) + "\n")
+                          f"< {n}: zero-shot", f"< {n}: last", "all: zero-shot", "all: last", "wall s"], rows) + "\n")
         if plt is not None:
             fig, axes = plt.subplots(1, 2, figsize=(11, 4), sharey=True)
             for method, run in runs.items():
