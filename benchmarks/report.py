@@ -330,6 +330,9 @@ def speed_section(data, number=4):
                "repeats; every (implementation, length) in a fresh process, all in this one run. bert4long-best ran "
                f"in {data.get('best_precision') or 'float32'} with XLA {data.get('best_xla', 'on')}.\n")
     out += [f"- `{impl}`: {text}" for impl, text in SPEED_IMPLS.items() if any(r.get("impl") == impl for r in rows)]
+    peers = {k: v for r in rows for k, v in r.get("peer_versions", {}).items()}
+    if peers:
+        out.append("- peer environment: " + ", ".join(f"{k} {v}" for k, v in sorted(peers.items())))
     out.append("")
     columns = ["impl", "length", "forward_s", "train_step_s", "train_tokens_per_s", "peak_rss_gb",
                "train_x_vs_bert4keras", "forward_x_vs_bert4keras", "memory_vs_bert4keras", "train_x_vs_hf-torch"]

@@ -138,13 +138,18 @@ def measure(impl, length, batch, repeats, quick, precision, xla):
     config = dict(MINILM, **(TINY if quick else {}))
     config_path = os.path.join(tempfile.mkdtemp(), "bert_config.json")
     json.dump(google_config(config), open(config_path, "w"))
+    versions = {}
     if impl == "hf-torch":
+        import torch
+        import transformers
+
+        versions = {"torch": torch.__version__, "transformers": transformers.__version__}
         forward_s, train_s = run_torch(config_path, length, batch, repeats)
     else:
         forward_s, train_s = run_keras(impl, config_path, config, length, batch, repeats, precision, xla)
     return {"impl": impl, "length": length, "batch": batch, "forward_s": round(forward_s, 4),
             "train_step_s": round(train_s, 4), "train_tokens_per_s": round(batch * length / train_s, 1),
-            "peak_rss_gb": round(peak_rss_gb(), 2)}
+            "peak_rss_gb": round(peak_rss_gb(), 2), **({"peer_versions": versions} if versions else {})}
 
 
 def add_ratios(rows):
