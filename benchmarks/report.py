@@ -235,7 +235,7 @@ def classification_headline(data):
         return []
     best = max(s, key=lambda k: s[k]["macro_f1_all_mean"])
     parts = [f"{k} {s[k]['macro_f1_all_mean']:.3f}" for k in s]
-    return [f"Speech → party, frozen MiniLM features, macro-F1: " + ", ".join(parts) + f" (best: {best})."]
+    return ["Speech → party, frozen MiniLM features, macro-F1: " + ", ".join(parts) + f" (best: {best})."]
 
 
 # --- batch size ---------------------------------------------------------------------------------------
@@ -425,7 +425,7 @@ def build_report(results_dir, figures, out_path):
     if position_4x:
         sections.append(lambda k: position_section(position_4x, figures, plt, report_dir, k, tag="_4x"))
     if position or position_4x:
-        sections.append(lambda k: [f"Not run: the Chinese half of the study. No Chinese pretrained BERT installs "
+        sections.append(lambda k: ["Not run: the Chinese half of the study. No Chinese pretrained BERT installs "
                                    "offline here (only the bert-base-chinese vocabulary does), so there is no real "
                                    "Chinese model to extend.\n"])
     if classification:
