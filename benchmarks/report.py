@@ -195,10 +195,14 @@ def position_headline(data):
         lines.append(f"Zero-shot at {long} tokens, accuracy on positions ≥ {n}: " + ", ".join(parts) + ".")
     runs = data.get("training", {})
     if runs:
-        parts = [f"{m} {pct(r['curve'][-1]['acc_ge_all'])} (step {r['curve'][-1]['step']}"
-                 + ("" if r.get("done") else ", not finished") + ")"
-                 for m, r in runs.items() if r.get("curve")]
-        lines.append(f"After continued MLM at {long} tokens, positions ≥ {n}: " + ", ".join(parts) + ".")
+        trained = {m: r for m, r in runs.items() if r.get("curve") and r["curve"][-1]["step"] > 0}
+        parts = [f"{m} {pct(r['curve'][-1]['acc_ge_all'])} / {pct(r['curve'][-1].get('acc_all'))} (step "
+                 f"{r['curve'][-1]['step']}" + ("" if r.get("done") else ", not finished") + ")"
+                 for m, r in trained.items()]
+        stopped = [m for m in runs if m not in trained]
+        lines.append(f"After continued MLM at {long} tokens, accuracy on positions ≥ {n} / on all positions: "
+                     + ", ".join(parts) + "." + (f" Stopped before its first step: {', '.join(stopped)}."
+                                                 if stopped else ""))
     return [line for line in lines if line]
 
 
