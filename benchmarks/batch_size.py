@@ -152,6 +152,9 @@ def main(argv=None):
     if results.get("settings") != settings:
         results = {"settings": settings, "rows": []}
     results["stamp"] = machine_stamp()
+    commands = results.setdefault("commands", [])  # rows kept from earlier runs came from these commands
+    if results["stamp"]["command"] not in commands:
+        commands.append(results["stamp"]["command"])
     done = {(r["length"], r["option"]) for r in results["rows"]}
     for length in args.lengths:
         for option in args.options:

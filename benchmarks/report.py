@@ -248,6 +248,8 @@ def classification_headline(data):
 def batch_section(data, number=3):
     settings = data.get("settings", {})
     out = [f"## {number}. Largest training batch under a memory budget (BERT-base size)\n", stamp_line(data.get("stamp")) + "\n"]
+    if len(data.get("commands", [])) > 1:
+        out.append("_The rows come from: " + "; then ".join(f"`{c}`" for c in data["commands"]) + "_\n")
     model = settings.get("model", {})
     out.append(f"Model: {model.get('num_hidden_layers')} layers, hidden {model.get('hidden_size')}, "
                f"{model.get('num_attention_heads')} heads, intermediate {model.get('intermediate_size')}, vocab "
