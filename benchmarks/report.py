@@ -300,13 +300,9 @@ SPEED_IMPLS = {
 
 
 def speed_targets(rows):
-    """(target, measured, met) for the issue's speed and memory targets, from one run's rows."""
+    """The issue's speed and memory targets, from one run's rows: dicts with ``label``, ``goal``
+    (``'≥ 1.5×'``), ``ratio``, ``measured`` (text) and ``met``; memory ones have ``memory=True``."""
     cell = {(r.get("impl"), r.get("length")): r for r in rows if "train_step_s" in r}
-
-    def ratio(impl, peer, length, key):
-        a, b = cell.get((impl, length)), cell.get((peer, length))
-        return None if a is None or b is None else b[key] / a[key]
-
     out = []
     for label, impl, peer, length, key, goal in (
             ("same user code, MLM training step vs bert4keras at 1,024", "bert4long", "bert4keras", 1024,
@@ -315,17 +311,20 @@ def speed_targets(rows):
             ("best path, MLM training step vs bert4keras at 512", "bert4long-best", "bert4keras", 512,
              "train_step_s", 3.0),
             ("best path, MLM training step vs PyTorch at 512", "bert4long-best", "hf-torch", 512, "train_step_s", 1.0)):
-        value = ratio(impl, peer, length, key)
-        if value is not None:
-            out.append((f"{label}: ≥ {goal}×", f"{value:.2f}×", value >= goal))
+        mine, theirs = cell.get((impl, length)), cell.get((peer, length))
+        if mine and theirs:
+            ratio = theirs[key] / mine[key]
+            out.append({"label": label, "goal": f"≥ {goal}×", "ratio": ratio, "measured": f"{ratio:.2f}×",
+                        "met": ratio >= goal, "memory": False})
     peer = cell.get(("bert4keras", 2048))
-    if peer:
-        for impl in ("bert4long", "bert4long-best", "bert4long-lean"):
-            mine = cell.get((impl, 2048))
-            if mine:
-                share = mine["peak_rss_gb"] / peer["peak_rss_gb"]
-                out.append((f"peak memory of the training step at 2,048, {impl} vs bert4keras: ≤ 0.5×",
-                            f"{share:.2f}× ({mine['peak_rss_gb']:.2f} vs {peer['peak_rss_gb']:.2f} GB)", share <= 0.5))
+    for impl in ("bert4long", "bert4long-best", "bert4long-lean"):
+        mine = cell.get((impl, 2048))
+        if peer and mine:
+            share = mine["peak_rss_gb"] / peer["peak_rss_gb"]
+            out.append({"label": f"peak memory of the training step at 2,048, {impl} vs bert4keras", "goal": "≤ 0.5×",
+                        "ratio": share, "measured": f"{share:.2f}× ({mine['peak_rss_gb']:.2f} vs "
+                                                    f"{peer['peak_rss_gb']:.2f} GB)", "met": share <= 0.5,
+                        "memory": True})
     return out
 
 
@@ -349,17 +348,17 @@ def speed_section(data, number=4):
         out.append("Not measured: " + "; ".join(missing) + ".\n")
     targets = speed_targets(rows)
     if targets:
-        out.append(table(["target", "measured", "met"], [[t, m, ok] for t, m, ok in targets]) + "\n")
+        out.append(table(["target", "measured", "met"],
+                         [[f"{t['label']}: {t['goal']}", t["measured"], t["met"]] for t in targets]) + "\n")
     return out
 
 
 def speed_headline(data):
     """The targets, one line each; of the memory targets only the leanest bert4long path."""
     targets = speed_targets(data.get("rows", []))
-    memory = [t for t in targets if t[0].startswith("peak memory")]
-    keep = [t for t in targets if t not in memory] + sorted(memory, key=lambda t: float(t[1].split("×")[0]))[:1]
-    return [f"{target.split(': ≤')[0].split(': ≥')[0]}: {measured} ({'met' if ok else 'not met'}; target "
-            f"{target.rsplit(': ', 1)[1]})" for target, measured, ok in keep]
+    memory = sorted((t for t in targets if t["memory"]), key=lambda t: t["ratio"])
+    return [f"{t['label']}: {t['measured']} ({'met' if t['met'] else 'not met'}; target {t['goal']})"
+            for t in [t for t in targets if not t["memory"]] + memory[:1]]
 
 
 # --- peers' JSON: render whatever rows they hold ------------------------------------------------
@@ -440,18 +439,18 @@ def build_report(results_dir, figures, out_path):
         sections.append(lambda k: batch_section(batch, k))
     if speed:
         sections.append(lambda k: speed_section(speed, k))
+    for name, title in PEERS:
+        data = load_json(os.path.join(results_dir, name))
+        png = os.path.join(results_dir, name.replace(".json", ".png"))
+        figure = os.path.relpath(png, report_dir) if os.path.exists(png) else None
+        if data:
+            sections.append(lambda k, data=data, title=title, figure=figure:
+                            generic_section(f"{k}. {title}", data, figure))
     number = 0
     for make in sections:
         part = make(number + 1)
         number += any(line.startswith("## ") for line in part)
         out += part
-    for name, title in PEERS:
-        data = load_json(os.path.join(results_dir, name))
-        png = os.path.join(results_dir, name.replace(".json", ".png"))
-        figure = os.path.relpath(png, os.path.dirname(os.path.abspath(out_path))) if os.path.exists(png) else None
-        if data:
-            number = len([s for s in out if s.startswith("## ") and s[3].isdigit()]) + 1
-            out += generic_section(f"{number}. {title}", data, figure)
     if plt is None:
         out.append("_Figures skipped: matplotlib is not installed (`pip install matplotlib`)._\n")
     return "\n".join(out)
