@@ -27,9 +27,9 @@ from bert4long.layers import (
 )
 from bert4long.layers.activations import get_activation
 from bert4long.layers.dropout import Recompute, SeededDropout, name_seed
-from bert4long.masked_lm_model import MaskedLMModel
 from bert4long.layers.position_extension import EXTENSION_METHODS, extension_capacity, validate_alpha
 from bert4long.layers.positions import check_max_relative_position
+from bert4long.masked_lm_model import MaskedLMModel
 
 APPLICATIONS = ("encoder", "lm", "unilm")
 
