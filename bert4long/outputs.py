@@ -112,9 +112,14 @@ def read_marker(folder):
         return None
 
 
-def write_marker(folder, command):
+def _own_names(folder):
+    return sorted(n for n in os.listdir(folder) if not n.startswith(OWN_PREFIX))
+
+
+def write_marker(folder, command, files=None):
+    """Mark ``folder`` as made by bert4long's ``command``; ``files``: the names it wrote (None: still writing)."""
     write_text_atomically(os.path.join(folder, MARKER), json.dumps({
-        "made_by": "bert4long", "command": command,
+        "made_by": "bert4long", "command": command, "files": files,
         "created": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")}, indent=2))
 
 
@@ -179,7 +184,7 @@ class OutputFolder:
                 raise ValueError(f"Output folder {path!r} cannot be made there: {ancestor!r} is a file. Choose "
                                  "another folder.")
             return "new"
-        names = sorted(n for n in os.listdir(path) if not n.startswith(OWN_PREFIX))
+        names = _own_names(path)
         marker = read_marker(path)
         if marker is None:
             if not names:
@@ -188,10 +193,15 @@ class OutputFolder:
             raise ValueError(f"Output folder {path!r} already holds files bert4long did not write ({shown}); "
                              "nothing was changed. Choose another folder (a new or empty one); --overwrite "
                              "replaces only folders bert4long made.")
-        if self.resume and marker.get("command") == self.command:
-            return "resume"
+        added = sorted(set(names) - set(marker["files"])) if marker.get("files") is not None else []
+        if self.overwrite and added:
+            raise ValueError(f"Output folder {path!r} was made by `bert4long {marker.get('command', '?')}` but "
+                             f"also holds files it did not write ({', '.join(added[:5])}); nothing was changed. "
+                             "Move them away first, or choose another folder.")
         if self.overwrite:
             return "replace"
+        if self.resume and marker.get("command") == self.command:
+            return "resume"
         raise ValueError(f"Output folder {path!r} holds the output of an earlier `bert4long "
                          f"{marker.get('command', '?')}`: pass --overwrite to replace it, or choose another folder.")
 
@@ -213,6 +223,10 @@ class OutputFolder:
         """Check now, before any work, that the folder can be written (`PermissionError` naming it)."""
         shutil.rmtree(self.__enter__(), ignore_errors=True)
         self._staging = None
+
+    def record_files(self):
+        """At the end of a run: note in the marker which files it wrote (`--overwrite` replaces only those)."""
+        write_marker(self.path, self.command, _own_names(self.path))
 
     def remove_if_unused(self):
         """Undo `open_run` when the run wrote nothing: remove the folder it made, or its marker in an empty one."""
@@ -241,7 +255,7 @@ class OutputFolder:
         try:
             if kind is None:
                 self.check()   # still ours to write (nothing appeared meanwhile)?
-                write_marker(staging, self.command)
+                write_marker(staging, self.command, _own_names(staging))
                 self._commit(staging)
         finally:
             shutil.rmtree(staging, ignore_errors=True)

@@ -82,6 +82,10 @@ def test_export_writes_a_marked_readable_folder_and_overwrites_only_with_overwri
     assert main(["export", "--checkpoint", ckpt, "--out", str(served)]) == 1
     assert "holds the output of an earlier `bert4long export`: pass --overwrite" in _error(capsys)
     assert snapshot(served) == exported
+    (served / "notes.txt").write_text("the user's")   # added later: --overwrite must not take it
+    assert main(["export", "--checkpoint", ckpt, "--out", str(served), "--overwrite"]) == 1
+    assert "also holds files it did not write (notes.txt); nothing was changed" in _error(capsys)
+    (served / "notes.txt").unlink()
     (served / "saved_model.pb").write_bytes(b"stale")
     assert main(["export", "--checkpoint", ckpt, "--out", str(served), "--overwrite"]) == 0
     assert (served / "saved_model.pb").read_bytes() != b"stale"
@@ -98,6 +102,15 @@ def test_output_folder_staging_failure_leaves_the_target_as_it_was(tmp_path):
     with OutputFolder(target, "export") as staging:
         open(os.path.join(staging, "saved_model.pb"), "w").close()
     assert sorted(os.listdir(target)) == [MARKER, "saved_model.pb"]
+
+    run = tmp_path / "run"   # a training run's folder: resumed as it is, or started over with overwrite
+    OutputFolder(run, "pretrain", resume=True).open_run()
+    (run / "checkpoints").mkdir()
+    assert OutputFolder(run, "pretrain", resume=True).state == "resume"
+    with pytest.raises(ValueError, match=r"earlier `bert4long pretrain`: pass --overwrite"):
+        OutputFolder(run, "finetune", resume=True)
+    OutputFolder(run, "pretrain", resume=True, overwrite=True).open_run()
+    assert os.listdir(run) == [MARKER]
 
 
 def test_unwritable_out_fails_before_any_work(model_dir, tmp_path, capsys):

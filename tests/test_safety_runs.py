@@ -27,6 +27,7 @@ from bert4long.training import (
     make_optimizer,
     mlm_batches,
 )
+from bert4long.training.interrupt import sigterm_stops
 from bert4long.training.lock import LOCK_NAME
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -168,3 +169,12 @@ def test_sigterm_saves_a_checkpoint_and_exits_143_with_one_line(tiny_bert, corpu
     step = RunDirectory(str(tmp_path / "run"), {}).latest_step()
     assert f"stopped after step {step} of 100000 and saved a checkpoint" in lines[-1] and 0 < step < 100000
     assert not (tmp_path / "run" / LOCK_NAME).exists()
+
+
+def test_sigterm_outside_training_stops_cleanly():
+    previous = signal.getsignal(signal.SIGTERM)
+    with pytest.raises(TrainingInterrupted, match="SIGTERM received: pretrain stopped outside a training step") as \
+            caught, sigterm_stops("pretrain"):
+        os.kill(os.getpid(), signal.SIGTERM)
+        time.sleep(5)   # the handler raises at the next bytecode
+    assert caught.value.exit_code == 143 and signal.getsignal(signal.SIGTERM) is previous

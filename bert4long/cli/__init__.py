@@ -29,7 +29,7 @@ from bert4long.cli.mlm import (
 )
 from bert4long.cli.output_guard import guarded_output
 from bert4long.cli.tasks import add_finetune_arguments, run_finetune
-from bert4long.training.interrupt import TrainingInterrupted
+from bert4long.training.interrupt import TrainingInterrupted, sigterm_stops
 
 COMMANDS = {
     "pretrain": (add_pretrain_arguments, run_pretrain, "continued MLM pretraining (no arguments: the demo)"),
@@ -69,7 +69,7 @@ def main(argv=None):
         return 2
     default_config(args)
     try:
-        with guarded_output(args):
+        with sigterm_stops(args.command), guarded_output(args):
             COMMANDS[args.command][1](args)
     except TrainingInterrupted as error:   # SIGTERM / Ctrl-C: a checkpoint was saved
         print(f"bert4long {args.command}: {error}", file=sys.stderr)

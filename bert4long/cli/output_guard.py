@@ -54,3 +54,4 @@ def guarded_output(args):
         except BaseException:
             output.remove_if_unused()   # a run that failed before writing anything leaves no folder behind
             raise
+        output.record_files()

@@ -55,3 +55,22 @@ def signals_to(stopper):
     finally:
         for s, old in previous.items():
             signal.signal(s, old)
+
+
+@contextlib.contextmanager
+def sigterm_stops(command="bert4long"):
+    """While inside, SIGTERM raises `TrainingInterrupted` (a clean stop) instead of killing the process at once;
+    `signals_to` replaces this during training steps, so there the step finishes and is saved first."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def handler(signum, frame):
+        raise TrainingInterrupted(f"SIGTERM received: {command} stopped outside a training step (nothing new to "
+                                  "save); run the same command again to continue.", signum)
+
+    previous = signal.signal(signal.SIGTERM, handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
