@@ -21,6 +21,7 @@ import tensorflow as tf
 
 OUTPUT_NAMES = {
     "mlm-activation": "mlm_output",
+    "output-norm": "sequence_output",  # pre-norm encoders' final norm (ModernBERT)
     "pooler-dense": "pooled_output",
     "nsp-proba": "nsp_probs",
     "classifier-logits": "logits",
