@@ -13,6 +13,10 @@ import re
 import numpy as np
 
 SUPPORTED_MODEL_TYPES = ("bert", "roberta")
+# Families whose Hugging Face folders their own module builds: model_type -> "module:Transformer subclass".
+HUGGINGFACE_FAMILIES = {
+    "longformer": "bert4long.longformer:Longformer",
+}
 WEIGHT_FILENAME = "model.safetensors"
 
 _DENSE = r"(?:weight|gamma)"
@@ -75,7 +79,7 @@ def read_huggingface_config(path):
     if model_type not in SUPPORTED_MODEL_TYPES:
         raise ValueError(
             f"Unsupported Hugging Face architecture {model_type!r} ({hf.get('architectures')}) in {config_file!r}: "
-            f"supported model_type values are {SUPPORTED_MODEL_TYPES}. For other models convert them to a "
+            f"supported model_type values are {SUPPORTED_MODEL_TYPES} and {tuple(HUGGINGFACE_FAMILIES)}. For other models convert them to a "
             "Google-layout checkpoint first."
         )
     offset = position_offset(hf)

@@ -5,6 +5,7 @@ class writes its checkpoint layout down as data in `variable_mapping()`:
 ``{layer name: {weight path: checkpoint variable}}``; loading and saving both
 go through that table by name, never by list order.
 """
+import importlib
 import inspect
 import json
 import os
@@ -13,7 +14,12 @@ import keras
 import numpy as np
 
 from bert4long.checkpoints import CheckpointReader, write_checkpoint
-from bert4long.huggingface import HuggingFaceReader, is_huggingface_folder, read_huggingface_config
+from bert4long.huggingface import (
+    HUGGINGFACE_FAMILIES,
+    HuggingFaceReader,
+    is_huggingface_folder,
+    read_huggingface_config,
+)
 from bert4long.layers import (
     BiasAdd,
     Embedding,
@@ -223,6 +229,10 @@ class Transformer:
                     variable = getattr(variable, attribute)
                 yield layer_name, path, variable, ckpt_name, transform
 
+    def open_checkpoint(self, checkpoint_path):
+        """The name-keyed reader `load_weights_from_checkpoint` reads (see `open_checkpoint`)."""
+        return open_checkpoint(checkpoint_path)
+
     def _to_layer(self, value, transform):
         if transform == "transpose":
             return value.T
@@ -238,7 +248,7 @@ class Transformer:
         >>> bert = build_transformer_model("bert_config.json", return_keras_model=False)  # doctest: +SKIP
         >>> bert.load_weights_from_checkpoint("bert_model.ckpt")  # doctest: +SKIP
         """
-        reader = open_checkpoint(checkpoint_path)
+        reader = self.open_checkpoint(checkpoint_path)
         for layer_name, path, variable, ckpt_name, transform in self._mapped_weights():
             if ckpt_name not in reader:
                 source = f" (safetensors key {reader.source_name(ckpt_name)})" if hasattr(reader, "source_name") else ""
@@ -704,7 +714,11 @@ def build_transformer_model(
         config_path = os.path.join(checkpoint_path, "config.json")
     if config_path is not None:
         configs.update(read_config(config_path))
-        if "model_type" in configs:  # a Hugging Face config.json
+        if configs.get("model_type") in HUGGINGFACE_FAMILIES:  # built by its own module ("module:Class")
+            module, class_name = HUGGINGFACE_FAMILIES[configs["model_type"]].split(":")
+            model = getattr(importlib.import_module(module), class_name)
+            configs = model.read_huggingface_config(config_path)
+        elif "model_type" in configs:  # a Hugging Face config.json
             configs = read_huggingface_config(config_path)
             configs.pop("model")
     configs.update(kwargs)
