@@ -16,6 +16,7 @@ SUPPORTED_MODEL_TYPES = ("bert", "roberta")
 # Families built by their own module from their own config.json keys: model_type -> "module:Class".
 FAMILY_MODELS = {
     "modernbert": "bert4long.modernbert:ModernBERT",
+    "longformer": "bert4long.longformer:Longformer",
 }
 WEIGHT_FILENAME = "model.safetensors"
 

@@ -5,6 +5,7 @@ class writes its checkpoint layout down as data in `variable_mapping()`:
 ``{layer name: {weight path: checkpoint variable}}``; loading and saving both
 go through that table by name, never by list order.
 """
+import importlib
 import inspect
 import json
 import os
@@ -223,6 +224,10 @@ class Transformer:
                     variable = getattr(variable, attribute)
                 yield layer_name, path, variable, ckpt_name, transform
 
+    def open_checkpoint(self, checkpoint_path):
+        """The name-keyed reader `load_weights_from_checkpoint` reads (see `open_checkpoint`)."""
+        return open_checkpoint(checkpoint_path)
+
     def _to_layer(self, value, transform):
         if transform == "transpose":
             return value.T
@@ -238,7 +243,7 @@ class Transformer:
         >>> bert = build_transformer_model("bert_config.json", return_keras_model=False)  # doctest: +SKIP
         >>> bert.load_weights_from_checkpoint("bert_model.ckpt")  # doctest: +SKIP
         """
-        reader = open_checkpoint(checkpoint_path)
+        reader = self.open_checkpoint(checkpoint_path)
         for layer_name, path, variable, ckpt_name, transform in self._mapped_weights():
             if ckpt_name not in reader:
                 source = f" (safetensors key {reader.source_name(ckpt_name)})" if hasattr(reader, "source_name") else ""
@@ -645,8 +650,6 @@ CONFIG_RENAMES = {
 
 def family_model_class(model_type):
     """The class of a family kept in its own module (`FAMILY_MODELS`), imported on first use."""
-    import importlib
-
     module, name = FAMILY_MODELS[model_type].split(":")
     return getattr(importlib.import_module(module), name)
 
