@@ -22,6 +22,6 @@ setup(
     python_requires=">=3.10",
     packages=find_packages(include=["bert4long", "bert4long.*"]),
     install_requires=REQUIREMENTS,
-    extras_require={"test": ["pytest>=7", "hypothesis>=6"], "benchmarks": ["matplotlib>=3.7"]},
+    extras_require={"test": ["pytest>=7", "hypothesis>=6", "torch==2.13.0", "transformers==5.23.*"], "benchmarks": ["matplotlib>=3.7"]},
     entry_points={"console_scripts": ["bert4long=bert4long.cli:main"]},
 )

@@ -20,6 +20,7 @@ from bert4long.outputs import OutputFolder
 
 OUTPUT_NAMES = {
     "mlm-activation": "mlm_output",
+    "output-norm": "sequence_output",  # pre-norm encoders' final norm (ModernBERT)
     "pooler-dense": "pooled_output",
     "nsp-proba": "nsp_probs",
     "classifier-logits": "logits",

@@ -13,6 +13,11 @@ import re
 import numpy as np
 
 SUPPORTED_MODEL_TYPES = ("bert", "roberta")
+# Families built by their own module from their own config.json keys: model_type -> "module:Class".
+FAMILY_MODELS = {
+    "modernbert": "bert4long.modernbert:ModernBERT",
+    "longformer": "bert4long.longformer:Longformer",
+}
 WEIGHT_FILENAME = "model.safetensors"
 
 _DENSE = r"(?:weight|gamma)"
@@ -75,8 +80,8 @@ def read_huggingface_config(path):
     if model_type not in SUPPORTED_MODEL_TYPES:
         raise ValueError(
             f"Unsupported Hugging Face architecture {model_type!r} ({hf.get('architectures')}) in {config_file!r}: "
-            f"supported model_type values are {SUPPORTED_MODEL_TYPES}. For other models convert them to a "
-            "Google-layout checkpoint first."
+            f"supported model_type values are {SUPPORTED_MODEL_TYPES + tuple(FAMILY_MODELS)}. For other models "
+            "convert them to a Google-layout checkpoint first."
         )
     offset = position_offset(hf)
     config = {

@@ -5,6 +5,7 @@ class writes its checkpoint layout down as data in `variable_mapping()`:
 ``{layer name: {weight path: checkpoint variable}}``; loading and saving both
 go through that table by name, never by list order.
 """
+import importlib
 import inspect
 import json
 import os
@@ -13,7 +14,7 @@ import keras
 import numpy as np
 
 from bert4long.checkpoints import CheckpointReader, write_checkpoint
-from bert4long.huggingface import HuggingFaceReader, is_huggingface_folder, read_huggingface_config
+from bert4long.huggingface import FAMILY_MODELS, HuggingFaceReader, is_huggingface_folder, read_huggingface_config
 from bert4long.layers import (
     BiasAdd,
     Embedding,
@@ -223,6 +224,10 @@ class Transformer:
                     variable = getattr(variable, attribute)
                 yield layer_name, path, variable, ckpt_name, transform
 
+    def open_checkpoint(self, checkpoint_path):
+        """The name-keyed reader `load_weights_from_checkpoint` reads (see `open_checkpoint`)."""
+        return open_checkpoint(checkpoint_path)
+
     def _to_layer(self, value, transform):
         if transform == "transpose":
             return value.T
@@ -238,7 +243,7 @@ class Transformer:
         >>> bert = build_transformer_model("bert_config.json", return_keras_model=False)  # doctest: +SKIP
         >>> bert.load_weights_from_checkpoint("bert_model.ckpt")  # doctest: +SKIP
         """
-        reader = open_checkpoint(checkpoint_path)
+        reader = self.open_checkpoint(checkpoint_path)
         for layer_name, path, variable, ckpt_name, transform in self._mapped_weights():
             if ckpt_name not in reader:
                 source = f" (safetensors key {reader.source_name(ckpt_name)})" if hasattr(reader, "source_name") else ""
@@ -643,6 +648,12 @@ CONFIG_RENAMES = {
 }
 
 
+def family_model_class(model_type):
+    """The class of a family kept in its own module (`FAMILY_MODELS`), imported on first use."""
+    module, name = FAMILY_MODELS[model_type].split(":")
+    return getattr(importlib.import_module(module), name)
+
+
 def open_checkpoint(path):
     """A name-keyed reader for a Google checkpoint (prefix or folder) or a Hugging Face folder."""
     if is_huggingface_folder(path) and not os.path.isfile(os.path.join(path, "bert_model.ckpt.index")):
@@ -678,7 +689,9 @@ def build_transformer_model(
             leaves random weights.
         model: ``'bert'``, ``'roberta'``, ``'albert'``, ``'albert_unshared'``,
             ``'nezha'`` (``max_relative_position``, default 64), ``'roformer'`` or
-            ``'electra'`` (``with_discriminator``); see `MODELS`.
+            ``'electra'`` (``with_discriminator``); see `MODELS`. A Hugging Face
+            folder whose ``model_type`` names a family in `FAMILY_MODELS`
+            (``'modernbert'``) builds that family whatever ``model`` says.
         application: ``'encoder'``, ``'lm'`` (causal) or ``'unilm'`` (seq2seq mask).
         return_keras_model: False returns the builder (with
             ``load_weights_from_checkpoint`` / ``save_weights_as_checkpoint``).
@@ -704,7 +717,10 @@ def build_transformer_model(
         config_path = os.path.join(checkpoint_path, "config.json")
     if config_path is not None:
         configs.update(read_config(config_path))
-        if "model_type" in configs:  # a Hugging Face config.json
+        if configs.get("model_type") in FAMILY_MODELS:  # a family whose class reads its own config.json
+            model = configs["model_type"]
+            configs = family_model_class(model).from_huggingface_config(configs)
+        elif "model_type" in configs:  # a Hugging Face config.json
             configs = read_huggingface_config(config_path)
             configs.pop("model")
     configs.update(kwargs)
@@ -712,9 +728,9 @@ def build_transformer_model(
         if ours not in configs and google in configs:
             configs[ours] = configs[google]
     if isinstance(model, str):
-        if model.lower() not in MODELS:
-            raise ValueError(f"Unknown model {model!r}: choose one of {sorted(MODELS)}.")
-        model_class = MODELS[model.lower()]
+        if model.lower() not in MODELS and model.lower() not in FAMILY_MODELS:
+            raise ValueError(f"Unknown model {model!r}: choose one of {sorted(MODELS) + sorted(FAMILY_MODELS)}.")
+        model_class = MODELS.get(model.lower()) or family_model_class(model.lower())
     else:
         model_class = model
     configs["application"] = application

@@ -12,6 +12,7 @@ from bert4long.attention.base import (
 )
 from bert4long.attention.bigbird import BigBirdAttention
 from bert4long.attention.chunked import ChunkedAttention
+from bert4long.attention.longformer import LongformerAttention
 from bert4long.attention.lsh import LSHAttention
 from bert4long.attention.performer import PerformerAttention
 from bert4long.attention.sliding_window import SlidingWindowAttention
@@ -22,6 +23,7 @@ __all__ = [
     "ChunkedAttention",
     "FullAttention",
     "LSHAttention",
+    "LongformerAttention",
     "PerformerAttention",
     "SlidingWindowAttention",
     "get_attention_kernel",

@@ -1,0 +1,75 @@
+"""Longformer's attention as the published checkpoints compute it (Hugging Face `LongformerSelfAttention`)."""
+from keras import ops
+
+from bert4long.attention.base import register_attention_kernel
+from bert4long.attention.sliding_window import SlidingWindowAttention
+
+
+@register_attention_kernel("longformer")
+class LongformerAttention(SlidingWindowAttention):
+    """`SlidingWindowAttention` with the reference Longformer's conventions.
+
+    The window and global rules are `SlidingWindowAttention`'s (token ``i``
+    attends to ``|i - j| <= window // 2`` and to the global tokens; a global
+    key is counted once; global tokens attend to every token with their own
+    projections), which is what Hugging Face's `LongformerSelfAttention`
+    computes. Three things differ from that kernel, all to equal the reference:
+
+    * the global projections ``query_global`` / ``key_global`` /
+      ``value_global`` are checkpoint weights, so they are not copied from the
+      local ones after loading (`init_from_projections` does nothing);
+    * the rows of padding queries (``key_mask == 0``) are zero, as the
+      reference zeroes their attention probabilities;
+    * the only global tokens are the ones the mask marks 2 (no fixed
+      ``global_tokens``), at most ``max_global_tokens`` per example, in
+      position order (the reference has no limit: raise it for long questions).
+
+    Args:
+        window: Longformer's ``attention_window`` of this layer (both sides, even).
+        max_global_tokens: global slots per example.
+        **kwargs: `AttentionKernel` arguments.
+
+    Example:
+    >>> import numpy as np
+    >>> from bert4long.attention.longformer import LongformerAttention
+    >>> kernel = LongformerAttention(window=4, max_global_tokens=2)
+    >>> kernel.build_kernel(num_heads=2, head_dim=4, hidden_dim=8)
+    >>> q = np.random.rand(1, 10, 2, 4).astype("float32")
+    >>> mask = np.array([[2] + [1] * 7 + [0, 0]], "int32")  # token 0 global, two padding tokens
+    >>> out = kernel(q, q, q, mask, hidden=np.random.rand(1, 10, 8).astype("float32"))
+    >>> tuple(out.shape), float(np.abs(out[0, 8:]).max())
+    ((1, 10, 2, 4), 0.0)
+
+    Reference: Beltagy et al., Longformer: The Long-Document Transformer (2020);
+    transformers' ``modeling_longformer.py``.
+    """
+
+    def __init__(self, window=512, max_global_tokens=32, **kwargs):
+        kwargs.pop("global_tokens", None)  # from a saved config: always none
+        kwargs.pop("dilation", None)
+        super().__init__(window=window, global_tokens=(), max_global_tokens=max_global_tokens, **kwargs)
+
+    def init_from_projections(self, q_dense, k_dense, v_dense):
+        """The global projections are loaded from the checkpoint: keep them."""
+
+    @property
+    def query_global(self):
+        return self.global_projections[0]
+
+    @property
+    def key_global(self):
+        return self.global_projections[1]
+
+    @property
+    def value_global(self):
+        return self.global_projections[2]
+
+    def attend(self, q, k, v, key_mask, bias=None, hidden=None, training=None):
+        out = super().attend(q, k, v, key_mask, bias=bias, hidden=hidden, training=training)
+        real = ops.cast(ops.not_equal(ops.convert_to_tensor(key_mask), 0), out.dtype)
+        return out * real[:, :, None, None]
+
+    def get_config(self):
+        config = super().get_config()
+        del config["global_tokens"], config["dilation"]
+        return config

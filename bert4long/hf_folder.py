@@ -1,0 +1,149 @@
+"""Hugging Face folders read and written under their own tensor names, without PyTorch.
+
+The families that `bert4long.huggingface.FAMILY_MODELS` sends to their own
+module (Longformer, BigBird) write their `variable_mapping()` directly in the
+safetensors names, so that table is the whole format: a name is the key
+without the task prefix (``longformer.``, ``bert.``) that ``*Model``,
+``*ForMaskedLM`` and ``*ForSequenceClassification`` save it under or not, and
+the heads' names (``lm_head.``, ``cls.``) carry none. `SafetensorsFolder` serves
+those names (through the `safetensors` numpy API); `HuggingFaceFamily` is the
+builder mixin that loads through it and writes a folder back.
+"""
+import json
+import os
+
+import keras
+import numpy as np
+
+from bert4long.huggingface import WEIGHT_FILENAME
+
+
+def read_config_json(path):
+    """The ``config.json`` of a folder (or the file itself) as a dict."""
+    config_file = os.path.join(path, "config.json") if os.path.isdir(path) else path
+    if not os.path.isfile(config_file):
+        raise FileNotFoundError(f"Not a Hugging Face model folder: {config_file!r} does not exist (a folder needs "
+                                "config.json and model.safetensors).")
+    with open(config_file, encoding="utf-8") as f:
+        return json.load(f)
+
+
+class SafetensorsFolder:
+    """``model.safetensors`` of a folder, by tensor name with the task prefix removed.
+
+    Example:
+    >>> from bert4long.hf_folder import SafetensorsFolder
+    >>> weights = SafetensorsFolder("longformer-base-4096/", "longformer.")  # doctest: +SKIP
+    >>> weights.get("embeddings.word_embeddings.weight").shape  # doctest: +SKIP
+    (50265, 768)
+    """
+
+    def __init__(self, folder, task_prefix):
+        from safetensors import safe_open
+
+        self.prefix = folder
+        self.task_prefix = task_prefix
+        weights = os.path.join(folder, WEIGHT_FILENAME)
+        if not os.path.isfile(weights):
+            found = ", ".join(sorted(os.listdir(folder))) if os.path.isdir(folder) else "not a folder"
+            raise FileNotFoundError(
+                f"No {WEIGHT_FILENAME} in {folder!r} (found: {found}). bert4long reads safetensors without "
+                "PyTorch; convert a pytorch_model.bin once with transformers: python -c \"from transformers import "
+                f"AutoModelForMaskedLM as M; M.from_pretrained('{folder}').save_pretrained('{folder}')\" "
+                "(AutoModel for a folder without an MLM head)."
+            )
+        self._file = safe_open(weights, framework="numpy")
+        self._keys = {}
+        for key in self._file.keys():  # noqa: SIM118 -- a safetensors handle, not a dict
+            self._keys[key.removeprefix(task_prefix)] = key
+
+    def __contains__(self, name):
+        return name in self._keys
+
+    def source_name(self, name):
+        """The safetensors key a name is read from (for error messages)."""
+        return self._keys.get(name, self.task_prefix + name)
+
+    def get(self, name):
+        return self._file.get_tensor(self._keys[name])
+
+    def shape(self, name):
+        return tuple(self._file.get_slice(self._keys[name]).get_shape())
+
+
+def dense_weights(name):
+    """Mapping of a Keras ``Dense`` from a torch ``Linear`` ``name`` (its weight is the transposed kernel)."""
+    return {"kernel": (name + ".weight", "transpose"), "bias": name + ".bias"}
+
+
+def norm_weights(name):
+    """Mapping of a Keras ``LayerNormalization`` from a torch ``LayerNorm`` ``name``."""
+    return {"gamma": name + ".weight", "beta": name + ".bias"}
+
+
+class HuggingFaceFamily:
+    """Mixin of a `bert4long.models.Transformer` whose `variable_mapping()` uses safetensors names.
+
+    Subclasses set ``task_prefix`` and ``head_prefixes`` (names saved without
+    the task prefix) and implement `from_huggingface_config`
+    (``config.json`` dict -> builder arguments) and `huggingface_config` (the reverse).
+    """
+
+    task_prefix = ""
+    head_prefixes = ()
+
+    def encoder_mapping(self):
+        """Embeddings and post-norm blocks in the BERT layout that Longformer and BigBird share.
+
+        `attention_weights(index)` adds weights of a layer's attention beyond its query/key/value/output.
+        """
+        mapping = {
+            "Embedding-Token": {"embeddings": ("embeddings.word_embeddings.weight", "keep_tokens")},
+            "Embedding-Segment": {"embeddings": "embeddings.token_type_embeddings.weight"},
+            "Embedding-Position": {"embeddings": "embeddings.position_embeddings.weight"},
+            "Embedding-Norm": norm_weights("embeddings.LayerNorm"),
+        }
+        for index in range(self.num_hidden_layers):
+            attention_name, feed_forward_name = self.layer_names(index)
+            prefix = f"encoder.layer.{index}."
+            attention = {}
+            for attribute, name in (("q_dense", "attention.self.query"), ("k_dense", "attention.self.key"),
+                                    ("v_dense", "attention.self.value"), ("o_dense", "attention.output.dense"),
+                                    *self.attention_weights(index)):
+                attention.update({f"{attribute}.{k}": v for k, v in dense_weights(prefix + name).items()})
+            feed_forward = {f"intermediate_dense.{k}": v for k, v in dense_weights(prefix + "intermediate.dense").items()}
+            feed_forward.update({f"output_dense.{k}": v for k, v in dense_weights(prefix + "output.dense").items()})
+            mapping[attention_name] = attention
+            mapping[attention_name + "-Norm"] = norm_weights(prefix + "attention.output.LayerNorm")
+            mapping[feed_forward_name] = feed_forward
+            mapping[feed_forward_name + "-Norm"] = norm_weights(prefix + "output.LayerNorm")
+        return mapping
+
+    def attention_weights(self, index):
+        """``(attribute path, torch Linear name)`` of extra attention projections of layer ``index``."""
+        return ()
+
+    def open_checkpoint(self, checkpoint_path):
+        return SafetensorsFolder(checkpoint_path, self.task_prefix)
+
+    def huggingface_config(self):
+        raise NotImplementedError
+
+    def save_weights_as_checkpoint(self, folder):
+        """Write ``config.json`` + ``model.safetensors`` that transformers loads (and bert4long reads back).
+
+        Example:
+        >>> model = build_transformer_model(checkpoint_path="longformer/", return_keras_model=False)  # doctest: +SKIP
+        >>> model.save_weights_as_checkpoint("longformer-tuned/")  # doctest: +SKIP
+        """
+        from safetensors.numpy import save_file
+
+        tensors = {}
+        for _, _, variable, name, transform in self._mapped_weights():
+            value = keras.ops.convert_to_numpy(variable)
+            key = name if name.startswith(self.head_prefixes) else self.task_prefix + name
+            tensors[key] = np.ascontiguousarray(value.T if transform == "transpose" else value)
+        os.makedirs(folder, exist_ok=True)
+        save_file(tensors, os.path.join(folder, WEIGHT_FILENAME), metadata={"format": "pt"})
+        with open(os.path.join(folder, "config.json"), "w", encoding="utf-8") as f:
+            json.dump(self.huggingface_config(), f, indent=2)
