@@ -103,6 +103,26 @@ def _overlap(out, inputs):
     return None
 
 
+def check_output_file(path, inputs=()):
+    """Refuse (``ValueError``) an output *file* that is a folder, is an input, or sits in an input folder.
+
+    Example:
+    >>> from bert4long.outputs import check_output_file
+    >>> check_output_file("predictions.jsonl", inputs=["documents.jsonl"])
+    """
+    real = os.path.realpath(os.fspath(path))
+    if os.path.isdir(real):
+        raise ValueError(f"Output file {path!r} is a folder: name a file, e.g. {os.path.join(path, 'out.jsonl')!r}.")
+    for given in inputs:
+        if not given:
+            continue
+        source = os.path.realpath(os.fspath(given))
+        if real == source or (os.path.isdir(source) and real.startswith(source + os.sep)):
+            relation = "is the input" if real == source else "is inside the input folder"
+            raise ValueError(f"Output file {path!r} {relation} {given!r}: writing it would overwrite or add to what "
+                             "this command reads. Choose another file.")
+
+
 def read_marker(folder):
     """The marker of a folder bert4long made (``{'command': ..., ...}``), or None."""
     try:

@@ -1,6 +1,7 @@
 """Output folders and file faults (issue 18, points 1 and 5): nothing the user did not ask to replace is
 touched, an unwritable --out fails before any work, a full disk leaves no half-written or temporary files,
 and a damaged checkpoint is named. Every case hashes the inputs before and after."""
+import argparse
 import errno
 import os
 import shutil
@@ -232,3 +233,23 @@ def test_a_damaged_checkpoint_is_named_in_one_error(tmp_path, capsys):
     with pytest.raises(ValueError, match=r"saved state '.*step-000000005' is damaged \(IndexError: Read less bytes"
                                          r".*Delete that folder"):
         run.restore(tf.train.Checkpoint(step=step))
+
+
+def test_a_predict_output_file_may_not_be_an_input_or_inside_an_input_folder(tmp_path):
+    from bert4long.cli.output_guard import guarded_output
+
+    texts = tmp_path / "texts"
+    texts.mkdir()
+    (texts / "a.txt").write_text("a document")
+    docs = tmp_path / "docs.jsonl"
+    docs.write_text('{"text": "a document"}\n')
+    before = snapshot(tmp_path)
+    for given, output, expected in [(docs, docs, "is the input"), (texts, texts / "out.jsonl", "is inside the input"),
+                                    (docs, texts, "is a folder")]:
+        args = argparse.Namespace(command="predict", input=str(given), output=str(output), run=None,
+                                  checkpoint=None, config=None, vocab=None)
+        with pytest.raises(ValueError, match=expected), guarded_output(args):
+            pass
+    with guarded_output(argparse.Namespace(command="predict", input=str(docs), output=str(tmp_path / "p.jsonl"))):
+        pass
+    assert snapshot(tmp_path) == before

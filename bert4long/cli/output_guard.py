@@ -4,7 +4,7 @@ import json
 import os
 
 from bert4long.cli.mlm import _demo_defaults
-from bert4long.outputs import OutputFolder
+from bert4long.outputs import OutputFolder, check_output_file
 from bert4long.training.lock import RunLock
 
 # What each writing command reads (attribute names of its options): --out may not be, hold or sit in these.
@@ -16,6 +16,8 @@ INPUT_OPTIONS = {
     "convert": ("checkpoint",),
 }
 TRAINING_COMMANDS = ("pretrain", "finetune")
+# Commands that write one file (--output) rather than a folder, and what they read.
+FILE_OUTPUTS = {"predict": ("output", ("checkpoint", "config", "vocab", "input", "run"))}
 
 
 def add_overwrite_argument(parser):
@@ -34,6 +36,9 @@ def _writes(args):
 @contextlib.contextmanager
 def guarded_output(args):
     """Check ``args.out`` for ``args.command`` before it runs; a training run also holds the folder's lock."""
+    if args.command in FILE_OUTPUTS:
+        option, reads = FILE_OUTPUTS[args.command]
+        check_output_file(getattr(args, option), [getattr(args, name, None) for name in reads])
     if args.command not in INPUT_OPTIONS or not _writes(args):
         yield
         return
