@@ -9,7 +9,8 @@ from bert4long.cli.options import (
     add_training_arguments,
     model_kwargs,
 )
-from bert4long.cli.run_folder import print_summary, run_settings, write_bert_config
+from bert4long.cli.run_folder import print_summary, write_bert_config
+from bert4long.cli.run_settings import run_settings
 from bert4long.outputs import atomic_write, write_text_atomically
 
 DEMO_SEQ_LEN = 2048
@@ -132,7 +133,7 @@ def run_pretrain(args):
     if is_chief(strategy):
         prefix = os.path.join(args.out, "bert_model.ckpt")
         builder.save_weights_as_checkpoint(prefix)
-        write_bert_config(builder, os.path.join(args.out, "bert_config.json"))
+        atomic_write(os.path.join(args.out, "bert_config.json"), lambda tmp: write_bert_config(builder, tmp))
         atomic_write(os.path.join(args.out, "vocab.txt"), lambda tmp: shutil.copyfile(find_vocab(args), tmp))
         keras_path = os.path.join(args.out, "model.keras")
         atomic_write(keras_path, model.save, suffix=".keras")

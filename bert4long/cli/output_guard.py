@@ -3,7 +3,6 @@ import contextlib
 import json
 import os
 
-from bert4long.cli.mlm import _demo_defaults
 from bert4long.outputs import OutputFolder, check_output_file
 from bert4long.training.lock import RunLock
 
@@ -20,9 +19,16 @@ TRAINING_COMMANDS = ("pretrain", "finetune")
 FILE_OUTPUTS = {"predict": ("output", ("checkpoint", "config", "vocab", "input", "run"))}
 
 
-def add_overwrite_argument(parser):
+def add_overwrite_argument(parser, training=False):
+    """``--overwrite`` (and for training commands ``--accept-changes``)."""
+    if not training:
+        parser.add_argument("--overwrite", action="store_true",
+                            help="replace an earlier output of bert4long in --out (never a folder it did not make)")
+        return
     parser.add_argument("--overwrite", action="store_true",
-                        help="replace an earlier output of bert4long in --out (never a folder bert4long did not make)")
+                        help="start over in an --out that holds an earlier bert4long run (not another folder)")
+    parser.add_argument("--accept-changes", action="store_true",
+                        help="resume a run although settings changed (learning rate, data, vocab, lengths, batch)")
 
 
 def _writes(args):
@@ -43,6 +49,8 @@ def guarded_output(args):
         yield
         return
     if args.command == "pretrain" and (args.demo or (args.corpus is None and args.checkpoint is None)):
+        from bert4long.cli.mlm import _demo_defaults
+
         args.demo = True
         _demo_defaults(args)   # the demo's own checkpoint and --out
     inputs = [getattr(args, name, None) for name in INPUT_OPTIONS[args.command]]

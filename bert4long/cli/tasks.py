@@ -8,7 +8,8 @@ from bert4long.cli.options import (
     add_training_arguments,
     model_kwargs,
 )
-from bert4long.cli.run_folder import print_summary, run_settings
+from bert4long.cli.run_folder import print_summary
+from bert4long.cli.run_settings import run_settings
 from bert4long.outputs import atomic_write
 
 
