@@ -16,6 +16,7 @@ SUPPORTED_MODEL_TYPES = ("bert", "roberta")
 # Families whose Hugging Face folders their own module builds: model_type -> "module:Transformer subclass".
 HUGGINGFACE_FAMILIES = {
     "longformer": "bert4long.longformer:Longformer",
+    "big_bird": "bert4long.big_bird:BigBird",
 }
 WEIGHT_FILENAME = "model.safetensors"
 
