@@ -18,6 +18,7 @@ SUPPORTED_MODEL_TYPES = ("bert", "roberta")
 FAMILY_MODELS = {
     "modernbert": "bert4long.modernbert:ModernBERT",
     "longformer": "bert4long.longformer:Longformer",
+    "big_bird": "bert4long.big_bird:BigBird",
 }
 WEIGHT_FILENAME = "model.safetensors"
 
