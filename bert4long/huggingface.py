@@ -126,7 +126,7 @@ class HuggingFaceReader:
     """
 
     def __init__(self, folder):
-        from safetensors import safe_open
+        from safetensors import SafetensorError, safe_open
 
         self.prefix = folder
         weights = os.path.join(folder, WEIGHT_FILENAME)
@@ -138,7 +138,11 @@ class HuggingFaceReader:
             )
         with open(os.path.join(folder, "config.json"), encoding="utf-8") as f:
             self.offset = position_offset(json.load(f))
-        self._file = safe_open(weights, framework="numpy")
+        try:
+            self._file = safe_open(weights, framework="numpy")
+        except SafetensorError as error:
+            raise ValueError(f"Weights file {weights!r} is damaged or truncated ({error}). Copy or download the "
+                             "model again.") from None
         self._sources = {}
         for key in self._file.keys():
             stripped = re.sub(r"^(bert|roberta)\.", "", key)
@@ -154,6 +158,11 @@ class HuggingFaceReader:
 
     def __contains__(self, name):
         return name in self._sources
+
+    def check(self):
+        """Read every weight once (a truncated file already fails when opened)."""
+        for name in self.names():
+            self.get(name)
 
     def names(self):
         return sorted(self._sources)
@@ -175,10 +184,12 @@ class HuggingFaceReader:
         return tuple(self.get(name).shape)
 
 
-def convert_huggingface_folder(folder, out_dir):
+def convert_huggingface_folder(folder, out_dir, overwrite=False):
     """Write a Hugging Face BERT/RoBERTa folder as ``bert_config.json`` + ``vocab.txt`` + ``bert_model.ckpt``.
 
     Returns ``(config_path, checkpoint_prefix)``; the checkpoint uses the original Google names.
+    ``out_dir`` must be new or empty (or an earlier output, with ``overwrite=True``),
+    and not ``folder``; it appears only when complete (`bert4long.outputs.OutputFolder`).
 
     Example:
     >>> from bert4long.huggingface import convert_huggingface_folder
@@ -187,10 +198,11 @@ def convert_huggingface_folder(folder, out_dir):
     import shutil
 
     from bert4long.checkpoints import write_checkpoint
+    from bert4long.outputs import OutputFolder
 
     config = read_huggingface_config(folder)
     reader = HuggingFaceReader(folder)
-    os.makedirs(out_dir, exist_ok=True)
+    output = OutputFolder(out_dir, "convert", inputs=[folder], overwrite=overwrite)
     google_config = {
         "vocab_size": config["vocab_size"],
         "hidden_size": config["hidden_size"],
@@ -206,12 +218,11 @@ def convert_huggingface_folder(folder, out_dir):
         "layer_norm_eps": config["layer_norm_epsilon"],
         "pad_token_id": config["pad_token_id"],
     }
-    config_path = os.path.join(out_dir, "bert_config.json")
-    with open(config_path, "w", encoding="utf-8") as f:
-        json.dump(google_config, f, indent=2)
-    vocab = os.path.join(folder, "vocab.txt")
-    if os.path.isfile(vocab):
-        shutil.copyfile(vocab, os.path.join(out_dir, "vocab.txt"))
-    prefix = os.path.join(out_dir, "bert_model.ckpt")
-    write_checkpoint(prefix, {name: reader.get(name) for name in reader.names()})
-    return config_path, prefix
+    with output as staging:
+        with open(os.path.join(staging, "bert_config.json"), "w", encoding="utf-8") as f:
+            json.dump(google_config, f, indent=2)
+        vocab = os.path.join(folder, "vocab.txt")
+        if os.path.isfile(vocab):
+            shutil.copyfile(vocab, os.path.join(staging, "vocab.txt"))
+        write_checkpoint(os.path.join(staging, "bert_model.ckpt"), {name: reader.get(name) for name in reader.names()})
+    return os.path.join(out_dir, "bert_config.json"), os.path.join(out_dir, "bert_model.ckpt")

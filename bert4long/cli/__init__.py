@@ -27,7 +27,9 @@ from bert4long.cli.mlm import (
     run_evaluate,
     run_pretrain,
 )
+from bert4long.cli.output_guard import guarded_output
 from bert4long.cli.tasks import add_finetune_arguments, run_finetune
+from bert4long.training.interrupt import TrainingInterrupted, sigterm_stops
 
 COMMANDS = {
     "pretrain": (add_pretrain_arguments, run_pretrain, "continued MLM pretraining (no arguments: the demo)"),
@@ -67,7 +69,15 @@ def main(argv=None):
         return 2
     default_config(args)
     try:
-        COMMANDS[args.command][1](args)
+        with sigterm_stops(args.command), guarded_output(args):
+            COMMANDS[args.command][1](args)
+    except TrainingInterrupted as error:   # SIGTERM / Ctrl-C: a checkpoint was saved
+        print(f"bert4long {args.command}: {error}", file=sys.stderr)
+        return error.exit_code
+    except KeyboardInterrupt:
+        print(f"bert4long {args.command}: interrupted (Ctrl-C); nothing was saved since the last checkpoint",
+              file=sys.stderr)
+        return 130
     except (FileNotFoundError, ValueError, OSError, FloatingPointError) as error:
         print(f"bert4long {args.command}: error: {error}", file=sys.stderr)
         return 1

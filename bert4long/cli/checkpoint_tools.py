@@ -1,7 +1,9 @@
 """Commands that read or rewrite checkpoints without training: ``export``, ``info``, ``extend``, ``convert``."""
 import os
+import tempfile
 
 from bert4long.cli.options import add_model_arguments, model_kwargs
+from bert4long.cli.output_guard import add_overwrite_argument
 
 
 def add_export_arguments(parser):
@@ -11,6 +13,7 @@ def add_export_arguments(parser):
     parser.add_argument("--with-mlm", action="store_true", help="include the MLM head (mlm_output)")
     parser.add_argument("--with-pool", action="store_true", help="include the pooler (pooled_output)")
     parser.add_argument("--out", required=True, help="export folder")
+    add_overwrite_argument(parser)
 
 
 def run_export(args):
@@ -19,7 +22,7 @@ def run_export(args):
 
     model = build_transformer_model(args.config, args.checkpoint, with_mlm=args.with_mlm, with_pool=args.with_pool,
                                     **model_kwargs(args))
-    names = export_saved_model(model, args.out)
+    names = export_saved_model(model, args.out, overwrite=args.overwrite)
     print(f"SavedModel written to {os.path.abspath(args.out)}; serving_default outputs: {', '.join(names)}")
 
 
@@ -42,6 +45,7 @@ def run_info(args):
     print("config:")
     for key, value in sorted(config.items()):
         print(f"  {key}: {value}")
+    reader.check()   # every variable read once: a damaged data file is named here
     print(f"variables ({len(reader.names())}):")
     for name in reader.names():
         print(f"  {name} {list(reader.shape(name))}")
@@ -63,28 +67,34 @@ def add_extend_arguments(parser):
     parser.add_argument("--max-position", type=int, required=True, help="the new max_position_embeddings")
     parser.add_argument("--alpha", type=float, default=0.4, help="hierarchical alpha (default 0.4)")
     parser.add_argument("--out", required=True, help="folder for bert_config.json, vocab.txt, bert_model.ckpt.*")
+    add_overwrite_argument(parser)
 
 
 def run_extend(args):
     from bert4long.extension import extend_checkpoint
     from bert4long.huggingface import convert_huggingface_folder, is_huggingface_folder
 
-    config, checkpoint = args.config, args.checkpoint
-    if config is None and is_huggingface_folder(checkpoint):
-        config, checkpoint = convert_huggingface_folder(checkpoint, os.path.join(args.out, "original"))
-    if config is None:
+    if args.config is None and is_huggingface_folder(args.checkpoint):
+        with tempfile.TemporaryDirectory() as google:   # the Google layout of the source, read once
+            config, checkpoint = convert_huggingface_folder(args.checkpoint, os.path.join(google, "source"))
+            new_config, prefix = extend_checkpoint(config, checkpoint, args.method, args.max_position, args.out,
+                                                   args.alpha, overwrite=args.overwrite)
+    elif args.config is None:
         raise SystemExit("error: extend needs --config (no bert_config.json beside the checkpoint)")
-    new_config, prefix = extend_checkpoint(config, checkpoint, args.method, args.max_position, args.out, args.alpha)
+    else:
+        new_config, prefix = extend_checkpoint(args.config, args.checkpoint, args.method, args.max_position,
+                                               args.out, args.alpha, overwrite=args.overwrite)
     print(f"wrote {prefix} (max_position_embeddings = {args.max_position}, {args.method}) and {new_config}")
 
 
 def add_convert_arguments(parser):
     parser.add_argument("--checkpoint", required=True, help="Hugging Face folder (config.json + model.safetensors)")
     parser.add_argument("--out", required=True, help="folder for bert_config.json, vocab.txt, bert_model.ckpt.*")
+    add_overwrite_argument(parser)
 
 
 def run_convert(args):
     from bert4long.huggingface import convert_huggingface_folder
 
-    config, prefix = convert_huggingface_folder(args.checkpoint, args.out)
+    config, prefix = convert_huggingface_folder(args.checkpoint, args.out, overwrite=args.overwrite)
     print(f"wrote {prefix} (Google layout) and {config}")

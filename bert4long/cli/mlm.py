@@ -9,7 +9,8 @@ from bert4long.cli.options import (
     add_training_arguments,
     model_kwargs,
 )
-from bert4long.cli.run_folder import print_summary, write_bert_config
+from bert4long.cli.run_folder import print_summary, run_settings, write_bert_config
+from bert4long.outputs import atomic_write, write_text_atomically
 
 DEMO_SEQ_LEN = 2048
 DEMO_DESCRIPTION = (
@@ -108,7 +109,8 @@ def run_pretrain(args):
     config = {"config": builder.__class__.__name__, "vocab_size": builder.vocab_size,
               "hidden_size": builder.hidden_size, "num_hidden_layers": builder.num_hidden_layers,
               "max_position": trained, "seq_len": args.seq_len, "batch_size": args.batch_size,
-              "hierarchical_position": bool(args.hierarchical_position), "steps": args.steps, "seed": args.seed}
+              "hierarchical_position": bool(args.hierarchical_position), "seed": args.seed,
+              **run_settings(args, "corpus", train_seqs)}   # --steps may change: raise it to continue a run
     resuming = os.path.isdir(os.path.join(args.out, "checkpoints"))
     before = {}
     if not has_head and not resuming:
@@ -123,17 +125,17 @@ def run_pretrain(args):
     summary = fit_resumable(
         model, lambda start: mlm_batches(train_seqs, masker, args.batch_size, seed=args.seed, start_step=start),
         steps=args.steps, out_dir=args.out, config=config, save_every=args.save_every if is_chief(strategy) else 0,
-        tokens_per_step=args.batch_size * args.seq_len, verbose=0 if args.quiet else "auto")
+        tokens_per_step=args.batch_size * args.seq_len, verbose=0 if args.quiet else "auto",
+        accept_changes=args.accept_changes)
     after = {n: accuracy_at(n, args.eval_sequences) for n in lengths}
     files = []
     if is_chief(strategy):
         prefix = os.path.join(args.out, "bert_model.ckpt")
         builder.save_weights_as_checkpoint(prefix)
         write_bert_config(builder, os.path.join(args.out, "bert_config.json"))
-        shutil.copyfile(find_vocab(args), os.path.join(args.out, "vocab.txt"))
+        atomic_write(os.path.join(args.out, "vocab.txt"), lambda tmp: shutil.copyfile(find_vocab(args), tmp))
         keras_path = os.path.join(args.out, "model.keras")
-        model.save(keras_path + ".tmp.keras")
-        os.replace(keras_path + ".tmp.keras", keras_path)
+        atomic_write(keras_path, model.save, suffix=".keras")
         files = [prefix + ".index/.data-*", keras_path]
         if os.path.isdir(os.path.join(args.out, "logs")):
             files.append(os.path.join(args.out, "logs") + " (TensorBoard)")
@@ -145,8 +147,8 @@ def run_pretrain(args):
         rows.append((f"MLM accuracy at {n} tokens", (f"{before[n]:.1%} -> " if n in before else "") + f"{after[n]:.1%}"))
     rows += [("files", ", ".join(files)), ("checkpoints", summary["checkpoints"])]
     print_summary(rows)
-    with open(os.path.join(args.out, "summary.json"), "w", encoding="utf-8") as f:
-        json.dump({"before": before, "after": after, **{k: v for k, v in summary.items()}}, f, indent=2, default=str)
+    write_text_atomically(os.path.join(args.out, "summary.json"), json.dumps(
+        {"before": before, "after": after, **{k: v for k, v in summary.items()}}, indent=2, default=str))
 
 
 def _fit_head(model, tokenizer, sequences, length, args, jit, steps):

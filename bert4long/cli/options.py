@@ -31,6 +31,10 @@ def add_training_arguments(parser):
                         help="tf.distribute strategy (multiworker reads TF_CONFIG)")
     parser.add_argument("--seed", type=int, default=0, help="seed of data order, masking and dropout")
     parser.add_argument("--quiet", action="store_true", help="no progress bars")
+    parser.add_argument("--overwrite", action="store_true",
+                        help="start over in an --out that holds an earlier bert4long run (not another folder)")
+    parser.add_argument("--accept-changes", action="store_true",
+                        help="resume a run although settings changed (learning rate, data, vocab, lengths, batch)")
 
 
 def model_kwargs(args):

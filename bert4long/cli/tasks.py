@@ -8,7 +8,8 @@ from bert4long.cli.options import (
     add_training_arguments,
     model_kwargs,
 )
-from bert4long.cli.run_folder import print_summary
+from bert4long.cli.run_folder import print_summary, run_settings
+from bert4long.outputs import atomic_write
 
 
 def add_finetune_arguments(parser):
@@ -85,9 +86,10 @@ def run_finetune(args):
         data = tf.data.Dataset.from_tensor_slices(((x, tf.zeros_like(x)), y)).repeat()
         return data.batch(args.batch_size, drop_remainder=True).skip(start)
 
-    config = {"labels": labels, "seq_len": args.seq_len, "pooling": args.pooling, "batch_size": args.batch_size}
+    config = {"labels": labels, "seq_len": args.seq_len, "pooling": args.pooling, "batch_size": args.batch_size,
+              "chunks": args.chunks, **run_settings(args, "train", x, y)}
     summary = fit_resumable(model, batches, args.steps, args.out, config, save_every=args.save_every,
-                            verbose=0 if args.quiet else "auto")
+                            verbose=0 if args.quiet else "auto", accept_changes=args.accept_changes)
     rows = [("steps", f"{summary['start_step']} -> {summary['steps']}"),
             ("final train accuracy", f"{summary['logs'].get('accuracy', float('nan')):.1%}")]
     if args.valid:
@@ -97,6 +99,6 @@ def run_finetune(args):
                                 return_dict=True)
         rows.append(("validation accuracy", f"{result['accuracy']:.1%}"))
     path = os.path.join(args.out, "classifier.keras")
-    model.save(path)
+    atomic_write(path, model.save, suffix=".keras")
     rows.append(("files", path))
     print_summary(rows)
