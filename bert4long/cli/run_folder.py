@@ -17,3 +17,8 @@ def write_bert_config(builder, path):
 def print_summary(rows):
     width = max(len(k) for k, _ in rows)
     print("\n" + "\n".join(f"  {k.ljust(width)}  {v}" for k, v in rows), flush=True)
+
+
+def saved_line(step, directory):
+    """The line printed for every checkpoint saved (also under --quiet)."""
+    print(f"checkpoint saved: step {step} ({directory})", flush=True)

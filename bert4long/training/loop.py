@@ -68,7 +68,7 @@ def fit_distributed(model, dataset, steps):
 
 
 def fit_resumable(model, make_dataset, steps, out_dir, config, save_every=100, tokens_per_step=None,
-                  callbacks=(), verbose="auto", tensorboard=True, keep=2):
+                  callbacks=(), verbose="auto", tensorboard=True, keep=2, on_save=None):
     """Train ``model`` (compiled) for ``steps`` batches, checkpointing every ``save_every``.
 
     ``make_dataset(start_step)`` must return the (endless) batches from
@@ -76,7 +76,8 @@ def fit_resumable(model, make_dataset, steps, out_dir, config, save_every=100, t
     training resumes from its step (optimizer, schedule, dropout RNG and data
     position included) and says so. A NaN/inf loss stops training with
     `TrainingDiverged`, keeping the last good checkpoint. ``save_every=0`` never
-    checkpoints (e.g. on non-chief workers).
+    checkpoints (e.g. on non-chief workers). ``on_save(step, directory)`` is
+    called after every checkpoint written (the CLI prints a line, even when quiet).
 
     Returns a dict: ``start_step``, ``steps``, ``seconds``, ``tokens_per_second``,
     ``logs`` (the last interval's Keras logs).
@@ -126,6 +127,8 @@ def fit_resumable(model, make_dataset, steps, out_dir, config, save_every=100, t
         logs = {k: float(v[-1]) for k, v in history.history.items()}
         if save_every and (step % interval == 0 or step == steps):
             run.save(checkpoint, step, extra={"logs": logs})
+            if on_save is not None:
+                on_save(step, run.directory)
     seconds = time.perf_counter() - begin
     done = steps - start
     return {
