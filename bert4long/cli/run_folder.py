@@ -34,3 +34,8 @@ def run_settings(args, data_option, *data):
 def print_summary(rows):
     width = max(len(k) for k, _ in rows)
     print("\n" + "\n".join(f"  {k.ljust(width)}  {v}" for k, v in rows), flush=True)
+
+
+def saved_line(step, directory):
+    """The line printed for every checkpoint saved (also under --quiet)."""
+    print(f"checkpoint saved: step {step} ({directory})", flush=True)
