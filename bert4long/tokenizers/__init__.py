@@ -1,0 +1,31 @@
+"""Tokenizers with bert4keras's API: ``encode(first, second, maxlen)`` -> ``(token_ids, segment_ids)``.
+
+- `Tokenizer`: BERT WordPiece from a ``vocab.txt``, output-exact with Google's reference.
+- `SpTokenizer`: a sentencepiece ``.model`` (ALBERT and others), as bert4keras's.
+"""
+from bert4long.tokenizers.base import TokenizerBase, truncated_lengths
+from bert4long.tokenizers.sentencepiece_tokenizer import SpTokenizer
+from bert4long.tokenizers.wordpiece import (
+    CJK_RANGES,
+    SPECIAL_TOKENS,
+    Tokenizer,
+    is_cjk_character,
+    is_punctuation,
+    is_special,
+    load_vocab,
+    save_vocab,
+)
+
+__all__ = [
+    "CJK_RANGES",
+    "SPECIAL_TOKENS",
+    "SpTokenizer",
+    "Tokenizer",
+    "TokenizerBase",
+    "is_cjk_character",
+    "is_punctuation",
+    "is_special",
+    "load_vocab",
+    "save_vocab",
+    "truncated_lengths",
+]
