@@ -89,3 +89,34 @@ def test_resumed_run_ends_with_the_uninterrupted_numbers(runs):
         assert ours["train_loss"] == pytest.approx(reference["train_loss"], rel=1e-5)
     # the methods differ, so equal numbers are not a coincidence of an untrained model
     assert len({uninterrupted[m]["curve"][-1]["train_loss"] for m in METHODS}) == len(METHODS)
+
+
+def result_row(acc_lt, n_lt, acc_ge, n_ge):
+    return {"acc_lt_all": acc_lt, "n_lt_all": n_lt, "acc_ge_all": acc_ge, "n_ge_all": n_ge,
+            "acc_all": (acc_lt * n_lt + acc_ge * n_ge) / (n_lt + n_ge)}
+
+
+def test_report_states_shares_errors_and_claims(tmp_path):
+    sys.path.insert(0, BENCH)
+    spec = importlib.util.spec_from_file_location("report", os.path.join(BENCH, "report.py"))
+    report = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(report)
+    zero = {"split": result_row(0.5, 100, 0.5, 300), "hierarchical-0.1": result_row(0.3, 100, 0.3, 300),
+            "hierarchical-0.4": result_row(0.345, 100, 0.345, 300), "hierarchical-0.8": result_row(0.2, 100, 0.2, 300),
+            "copy": result_row(0.3, 100, 0.3, 300)}
+    curve = [{"step": 0, "train_loss": None, **zero["hierarchical-0.4"]},
+             {"step": 100, "train_loss": 2.0, **result_row(0.52, 100, 0.52, 300)}]
+    study = {"setup": {"base_length": 512, "long_length": 1536, "eval_sequences": 4, "held_out_articles": [5, 10]},
+             "base": {"at_base_length": result_row(0.5, 400, 0.0, 0)}, "zero_shot": zero,
+             "training": {"hierarchical-0.4": {"steps": 1000, "eval_every": 100, "batch": 2, "lr": 1e-4,
+                                               "curve": curve}}}
+    (tmp_path / "position_study_3x.json").write_text(json.dumps(study))
+    out = tmp_path / "results.md"
+    report.main(["--results", str(tmp_path), "--out", str(out), "--figures", str(tmp_path / "figures")])
+    text = out.read_text()
+    # sqrt(p (1 - p) / n) by hand: 0.5 over 400 -> 2.5 points; 0.345 over 400 -> 2.38
+    assert "| base at 512 | 50.0 ± 2.5% | 100% | 400 |" in text
+    assert "| hierarchical-0.4 | 34.5 ± 2.4% | 69% | 400 |" in text
+    assert "69% kept" in text and "close to the post's" in text
+    assert "holds at 3× — α = 0.4 beats α = 0.8 (20.0%)" in text
+    assert "| hierarchical-0.4 | 100 of 1000 |" in text and "hierarchical-0.4 at step 100" in text
