@@ -4,7 +4,8 @@ The safetensors file is read with the `safetensors` package's numpy API and
 presented under the original Google checkpoint names, so the model classes'
 single `variable_mapping()` serves both formats. The rewrite rules below are the
 whole format conversion: a table of name patterns, each with how the array changes.
-Supported architectures: BERT (``model_type: bert``) and RoBERTa (``roberta``).
+Supported architectures: BERT (``model_type: bert``) and RoBERTa (``roberta``); the families in
+`FAMILY_MODELS` (ModernBERT) have their own module, which reads their weights and config keys.
 """
 import json
 import os
@@ -17,6 +18,7 @@ SUPPORTED_MODEL_TYPES = ("bert", "roberta")
 FAMILY_MODELS = {
     "modernbert": "bert4long.modernbert:ModernBERT",
     "longformer": "bert4long.longformer:Longformer",
+    "big_bird": "bert4long.big_bird:BigBird",
 }
 WEIGHT_FILENAME = "model.safetensors"
 
@@ -77,6 +79,10 @@ def read_huggingface_config(path):
     with open(config_file, encoding="utf-8") as f:
         hf = json.load(f)
     model_type = hf.get("model_type")
+    if model_type in FAMILY_MODELS:  # its class translates its own keys
+        from bert4long.models import family_model_class
+
+        return {**family_model_class(model_type).from_huggingface_config(hf), "model": model_type}
     if model_type not in SUPPORTED_MODEL_TYPES:
         raise ValueError(
             f"Unsupported Hugging Face architecture {model_type!r} ({hf.get('architectures')}) in {config_file!r}: "

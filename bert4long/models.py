@@ -717,12 +717,11 @@ def build_transformer_model(
         config_path = os.path.join(checkpoint_path, "config.json")
     if config_path is not None:
         configs.update(read_config(config_path))
-        if configs.get("model_type") in FAMILY_MODELS:  # a family whose class reads its own config.json
-            model = configs["model_type"]
-            configs = family_model_class(model).from_huggingface_config(configs)
-        elif "model_type" in configs:  # a Hugging Face config.json
+        if "model_type" in configs:  # a Hugging Face config.json
             configs = read_huggingface_config(config_path)
-            configs.pop("model")
+            family = configs.pop("model")
+            if family in FAMILY_MODELS:  # a family with its own class (e.g. ModernBERT)
+                model = family
     configs.update(kwargs)
     for ours, google in CONFIG_RENAMES.items():
         if ours not in configs and google in configs:

@@ -93,6 +93,9 @@ def test_options_keep_the_numbers(mlm_folder):
     positions = np.array([[0, 5, 39], [3, 20, 26]], "int32")
     expected = np.take_along_axis(logits.numpy(), positions[..., None], axis=1)
     assert np.abs(gathered([ids, positions]) - expected).max() <= TOLERANCE
+    keep = np.unique(np.concatenate([[PAD], ids.ravel(), [90, 91]]))  # a smaller vocabulary: these rows only
+    smaller = build_transformer_model(checkpoint_path=str(folder), with_mlm="linear", keep_tokens=keep)
+    assert max_diff(smaller([np.searchsorted(keep, ids)]), logits.numpy()[..., keep], ids) <= TOLERANCE
 
 
 def test_training_step_and_gradients_match_transformers(mlm_folder):

@@ -11,6 +11,7 @@ from bert4long.attention.base import (
     register_attention_kernel,
 )
 from bert4long.attention.bigbird import BigBirdAttention
+from bert4long.attention.block_sparse import BlockSparseAttention
 from bert4long.attention.chunked import ChunkedAttention
 from bert4long.attention.longformer import LongformerAttention
 from bert4long.attention.lsh import LSHAttention
@@ -20,6 +21,7 @@ from bert4long.attention.sliding_window import SlidingWindowAttention
 __all__ = [
     "AttentionKernel",
     "BigBirdAttention",
+    "BlockSparseAttention",
     "ChunkedAttention",
     "FullAttention",
     "LSHAttention",

@@ -3,6 +3,7 @@ import contextlib
 import json
 import os
 
+from bert4long.cli.mlm import check_pretrain_arguments
 from bert4long.outputs import OutputFolder, check_output_file
 from bert4long.training.lock import RunLock
 
@@ -19,16 +20,9 @@ TRAINING_COMMANDS = ("pretrain", "finetune")
 FILE_OUTPUTS = {"predict": ("output", ("checkpoint", "config", "vocab", "input", "run"))}
 
 
-def add_overwrite_argument(parser, training=False):
-    """``--overwrite`` (and for training commands ``--accept-changes``)."""
-    if not training:
-        parser.add_argument("--overwrite", action="store_true",
-                            help="replace an earlier output of bert4long in --out (never a folder it did not make)")
-        return
+def add_overwrite_argument(parser):
     parser.add_argument("--overwrite", action="store_true",
-                        help="start over in an --out that holds an earlier bert4long run (not another folder)")
-    parser.add_argument("--accept-changes", action="store_true",
-                        help="resume a run although settings changed (learning rate, data, vocab, lengths, batch)")
+                        help="replace an earlier output of bert4long in --out (never a folder bert4long did not make)")
 
 
 def _writes(args):
@@ -48,11 +42,8 @@ def guarded_output(args):
     if args.command not in INPUT_OPTIONS or not _writes(args):
         yield
         return
-    if args.command == "pretrain" and (args.demo or (args.corpus is None and args.checkpoint is None)):
-        from bert4long.cli.mlm import _demo_defaults
-
-        args.demo = True
-        _demo_defaults(args)   # the demo's own checkpoint and --out
+    if args.command == "pretrain":
+        args.demo = check_pretrain_arguments(args)   # the demo sets its own checkpoint and --out
     inputs = [getattr(args, name, None) for name in INPUT_OPTIONS[args.command]]
     training = args.command in TRAINING_COMMANDS
     output = OutputFolder(args.out, args.command, inputs, overwrite=args.overwrite, resume=training)

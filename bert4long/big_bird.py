@@ -1,0 +1,127 @@
+"""BigBird (Google) from a Hugging Face folder, equal to transformers' PyTorch implementation.
+
+A BERT encoder whose attention is block-sparse (``attention_type='block_sparse'``:
+window, random and global blocks; see `bert4long.attention.block_sparse`) or full
+(``'original_full'``); docs/long_encoders.md.
+"""
+from bert4long.hf_folder import (
+    HuggingFaceFamily,
+    dense_weights,
+    norm_weights,
+    read_config_json,
+)
+from bert4long.layers import MultiHeadAttention
+from bert4long.models import BERT
+
+ATTENTION_TYPES = ("block_sparse", "original_full")
+
+
+class BigBird(HuggingFaceFamily, BERT):
+    """BigBird built from ``config.json`` + ``model.safetensors`` (``model_type: big_bird``).
+
+    Inputs are ``[token_ids, segment_ids]`` (and ``Input-Attention-Mask``, 0 for
+    padding, with ``attention_mask_input=True``); outputs as
+    `bert4long.models.build_transformer_model` (``with_pool``: ``BigBirdModel``'s
+    pooler, ``with_mlm``: the ``cls.predictions`` head, ``with_nsp``:
+    ``BigBirdForPreTraining``'s ``cls.seq_relationship``).
+
+    Args:
+        block_size: tokens per block.
+        num_random_blocks: random key blocks per query block.
+        attention_type: ``'block_sparse'`` or ``'original_full'``.
+        **kwargs: `bert4long.models.Transformer` arguments.
+
+    Example:
+    >>> from bert4long.models import build_transformer_model
+    >>> model = build_transformer_model(checkpoint_path="bigbird-roberta-base/", with_mlm="linear")  # doctest: +SKIP
+
+    Reference: Zaheer et al., Big Bird: Transformers for Longer Sequences (2020), https://arxiv.org/abs/2007.14062.
+    """
+
+    model_name = "big_bird"
+    task_prefix = "bert."
+    head_prefixes = ("cls.",)
+
+    def __init__(self, block_size=64, num_random_blocks=3, attention_type="block_sparse", **kwargs):
+        if attention_type not in ATTENTION_TYPES:
+            raise ValueError(f"attention_type must be one of {ATTENTION_TYPES}, got {attention_type!r}.")
+        for option in ("hierarchical_position", "position_extension", "custom_position_ids"):
+            if kwargs.get(option) not in (None, False, "none"):
+                raise ValueError(f"model_type='big_bird' reads its trained position table as it is; {option} does "
+                                 "not apply.")
+        if kwargs.get("application", "encoder") != "encoder" or kwargs.get("attention", "full") != "full":
+            raise ValueError("BigBird checkpoints are bidirectional encoders with their own attention: build them "
+                             "with application='encoder' and no attention= option (attention_type picks it).")
+        sequence_length, max_position = kwargs.get("sequence_length"), kwargs.get("max_position", 4096)
+        if sequence_length is not None and sequence_length > max_position:
+            raise ValueError(
+                f"sequence_length={sequence_length} is longer than the {max_position} positions this BigBird was "
+                "trained with (max_position_embeddings). Split the text into chunks, read it with "
+                "bert4long.recurrence.SegmentRecurrentEncoder, or extend the position table first."
+            )
+        super().__init__(**kwargs)
+        self.block_size = block_size
+        self.num_random_blocks = num_random_blocks
+        self.attention_type = attention_type
+        self.layer_indices = {self.layer_names(index)[0]: index for index in range(self.num_hidden_layers)}
+
+    @classmethod
+    def read_huggingface_config(cls, path):
+        """``config.json`` -> builder arguments."""
+        hf = read_config_json(path)
+        if not hf.get("use_bias", True) or hf.get("rescale_embeddings", False) or hf.get("is_decoder", False):
+            raise ValueError("bert4long builds BigBird encoders with biased query/key/value and unscaled embeddings "
+                             "(use_bias=True, rescale_embeddings=False, is_decoder=False), as the released BigBird "
+                             "checkpoints; this config.json differs.")
+        return dict(
+            {key: hf[key] for key in ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads",
+                                      "intermediate_size", "hidden_act", "initializer_range", "block_size",
+                                      "num_random_blocks", "attention_type") if key in hf},
+            max_position=hf.get("max_position_embeddings", 4096),
+            segment_vocab_size=hf.get("type_vocab_size", 2),
+            dropout_rate=hf.get("hidden_dropout_prob", 0.1),
+            attention_dropout_rate=hf.get("attention_probs_dropout_prob", 0.1),
+            layer_norm_epsilon=hf.get("layer_norm_eps", 1e-12),
+            pad_token_id=hf.get("pad_token_id", 0),
+        )
+
+    def huggingface_config(self):
+        return {
+            "model_type": "big_bird",
+            "architectures": ["BigBirdForMaskedLM" if self.with_mlm else "BigBirdModel"],
+            "vocab_size": self.vocab_size, "hidden_size": self.hidden_size,
+            "num_hidden_layers": self.num_hidden_layers, "num_attention_heads": self.num_attention_heads,
+            "intermediate_size": self.intermediate_size, "hidden_act": self.hidden_act,
+            "hidden_dropout_prob": self.dropout_rate, "attention_probs_dropout_prob": self.attention_dropout_rate,
+            "max_position_embeddings": self.max_position, "type_vocab_size": self.segment_vocab_size,
+            "initializer_range": self.initializer.stddev, "layer_norm_eps": self.layer_norm_epsilon,
+            "pad_token_id": self.pad_token_id, "attention_type": self.attention_type,
+            "block_size": self.block_size, "num_random_blocks": self.num_random_blocks,
+        }
+
+    def attention_layer(self, name):
+        if self.attention_type == "original_full":
+            attention, config = "full", {}
+        else:
+            attention = "block_sparse"
+            config = {"block_size": self.block_size, "num_random_blocks": self.num_random_blocks,
+                      "num_heads": self.num_attention_heads, "max_position": self.max_position,
+                      "seed": self.layer_indices[name]}
+        return MultiHeadAttention(
+            heads=self.num_attention_heads,
+            head_size=self.attention_head_size,
+            attention_dropout=self.attention_dropout_rate,
+            attention=attention,
+            attention_config=config,
+            kernel_initializer=self.initializer,
+            name=name,
+        )
+
+    def variable_mapping(self):
+        mapping = self.encoder_mapping()
+        mapping["Pooler-Dense"] = dense_weights("pooler")
+        mapping["NSP-Proba"] = dense_weights("cls.seq_relationship")
+        mapping["MLM-Dense"] = dense_weights("cls.predictions.transform.dense")
+        mapping["MLM-Norm"] = norm_weights("cls.predictions.transform.LayerNorm")
+        mapping["MLM-Bias"] = {"bias": ("cls.predictions.bias", "keep_tokens")}
+        return mapping
