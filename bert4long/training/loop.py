@@ -3,14 +3,18 @@ import contextlib
 import importlib.util
 import math
 import os
-import signal
 import time
 
 import keras
 import numpy as np
 import tensorflow as tf
 
-from bert4long.training.interrupt import StopOnSignal, TrainingInterrupted, signals_to
+from bert4long.training.interrupt import (
+    StopOnSignal,
+    TrainingInterrupted,
+    signal_name,
+    signals_to,
+)
 from bert4long.training.lock import RunLock
 from bert4long.training.resume import RunDirectory
 
@@ -154,7 +158,7 @@ def _fit_intervals(model, make_dataset, steps, run, save_every, tokens_per_step,
             if on_save is not None:
                 on_save(step, run.directory)
         raise TrainingInterrupted(
-            f"{signal.Signals(stopper.received).name} received: stopped after step {step} of {steps} and "
+            f"{signal_name(stopper.received)} received: stopped after step {step} of {steps} and "
             + (f"saved a checkpoint in {run.directory!r}; run the same command again to resume."
                if save_every else "saved nothing (this process writes no checkpoints)."),
             stopper.received)
