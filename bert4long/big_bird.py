@@ -45,20 +45,9 @@ class BigBird(HuggingFaceFamily, BERT):
     def __init__(self, block_size=64, num_random_blocks=3, attention_type="block_sparse", **kwargs):
         if attention_type not in ATTENTION_TYPES:
             raise ValueError(f"attention_type must be one of {ATTENTION_TYPES}, got {attention_type!r}.")
-        for option in ("hierarchical_position", "position_extension", "custom_position_ids"):
-            if kwargs.get(option) not in (None, False, "none"):
-                raise ValueError(f"model_type='big_bird' reads its trained position table as it is; {option} does "
-                                 "not apply.")
         if kwargs.get("application", "encoder") != "encoder" or kwargs.get("attention", "full") != "full":
             raise ValueError("BigBird checkpoints are bidirectional encoders with their own attention: build them "
                              "with application='encoder' and no attention= option (attention_type picks it).")
-        sequence_length, max_position = kwargs.get("sequence_length"), kwargs.get("max_position", 4096)
-        if sequence_length is not None and sequence_length > max_position:
-            raise ValueError(
-                f"sequence_length={sequence_length} is longer than the {max_position} positions this BigBird was "
-                "trained with (max_position_embeddings). Split the text into chunks, read it with "
-                "bert4long.recurrence.SegmentRecurrentEncoder, or extend the position table first."
-            )
         super().__init__(**kwargs)
         self.block_size = block_size
         self.num_random_blocks = num_random_blocks

@@ -109,7 +109,7 @@ def test_exported_saved_model_switches_by_length_and_save_back(folders, tmp_path
 
 
 def test_bad_configs_are_named(folders, tmp_path):
-    with pytest.raises(ValueError, match="sequence_length=200 is longer than the 128 positions"):
+    with pytest.raises(ValueError, match="sequence_length=200 is longer than the 128 positions.*hierarchical"):
         build_transformer_model(checkpoint_path=folders["mlm"], sequence_length=200)
     with pytest.raises(ValueError, match="no attention= option"):
         build_transformer_model(checkpoint_path=folders["mlm"], attention="sliding_window")

@@ -144,6 +144,9 @@ def test_bad_folders_and_options_are_named(folders, tmp_path):
         build_transformer_model(checkpoint_path=bin_only)
     with pytest.raises(ValueError, match="sequence_length=100 is longer than the 78 positions"):
         build_transformer_model(checkpoint_path=folder, sequence_length=100)
+    model = build_transformer_model(checkpoint_path=folder)
+    with pytest.raises(ValueError, match="Sequence of 79 tokens is longer than the 78 positions.*chunks"):
+        model([np.zeros((1, 79), "int32")] * 2)
     unknown = copy_folder(folder, tmp_path / "unknown", {"model_type": "reformer"}, weights=False)
     with pytest.raises(ValueError, match="'reformer'.*'longformer'"):
         build_transformer_model(checkpoint_path=unknown)
