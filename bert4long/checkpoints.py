@@ -5,12 +5,15 @@ Checkpoints are read with `tf.train.load_checkpoint` and written with the
 (``prefix.index`` + ``prefix.data-00000-of-00001``) that Google's code, Hugging
 Face's converters and `tf.train.list_variables` read by its original names.
 """
+import errno
 import os
 import shutil
 import tempfile
 
 import numpy as np
 import tensorflow as tf
+
+from bert4long.outputs import is_disk_full
 
 OPTIMIZER_SLOT_SUFFIXES = ("/adam_m", "/adam_v", "/Adam", "/Adam_1", "/LAMB", "/LAMB_1")
 CHECKPOINT_FILENAMES = ("bert_model.ckpt", "albert_model.ckpt", "model.ckpt")
@@ -84,10 +87,29 @@ class CheckpointReader:
     def shape(self, name):
         return self.shapes[name]
 
+    def data_files(self):
+        folder, base = os.path.split(self.prefix)
+        return sorted(os.path.join(folder, f) for f in os.listdir(folder) if f.startswith(base + ".data-"))
+
     def get(self, name):
         if name not in self.shapes:
             raise KeyError(name)
-        return self._reader.get_tensor(name)
+        return self._read(name)
+
+    def _read(self, name):
+        try:
+            return self._reader.get_tensor(name)
+        except (IndexError, tf.errors.OpError) as error:   # "Read less bytes than requested", bad checksum, ...
+            files = " / ".join(map(repr, self.data_files())) or repr(self.prefix + ".data-*")
+            raise ValueError(
+                f"Checkpoint data file {files} is damaged or truncated: reading {name!r} failed "
+                f"({str(error).splitlines()[0][:200]}). Copy or download the checkpoint again."
+            ) from None
+
+    def check(self):
+        """Read every variable once, so a damaged data file is found now (`ValueError` naming it)."""
+        for name in self._reader.get_variable_to_shape_map():
+            self._read(name)
 
 
 def write_checkpoint(prefix, variables):
@@ -112,12 +134,18 @@ def write_checkpoint(prefix, variables):
     tmp_dir = tempfile.mkdtemp(prefix=".tmp-ckpt-", dir=directory)
     try:
         tmp_prefix = os.path.join(tmp_dir, os.path.basename(prefix))
-        tf.raw_ops.SaveV2(
-            prefix=tmp_prefix,
-            tensor_names=names,
-            shape_and_slices=[""] * len(names),
-            tensors=[tf.convert_to_tensor(np.asarray(variables[n])) for n in names],
-        )
+        try:
+            tf.raw_ops.SaveV2(
+                prefix=tmp_prefix,
+                tensor_names=names,
+                shape_and_slices=[""] * len(names),
+                tensors=[tf.convert_to_tensor(np.asarray(variables[n])) for n in names],
+            )
+        except tf.errors.OpError as error:
+            if not is_disk_full(error):
+                raise
+            raise OSError(errno.ENOSPC, f"Could not write the checkpoint {prefix!r}: the disk is full (no file "
+                                        "under that name was changed). Free some space and run again.") from None
         produced = sorted(os.listdir(tmp_dir), key=lambda f: f.endswith(".index"))
         for filename in produced:
             os.replace(os.path.join(tmp_dir, filename), os.path.join(directory, filename))

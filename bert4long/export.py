@@ -11,16 +11,16 @@ returns a dict of named outputs (``sequence_output``, ``pooled_output``,
 bert4long and Keras are not installed. A model with a gathered MLM head is
 served with the head at every position.
 """
-import os
 import re
-import shutil
-import tempfile
 
 import keras
 import tensorflow as tf
 
+from bert4long.outputs import OutputFolder
+
 OUTPUT_NAMES = {
     "mlm-activation": "mlm_output",
+    "output-norm": "sequence_output",  # pre-norm encoders' final norm (ModernBERT)
     "pooler-dense": "pooled_output",
     "nsp-proba": "nsp_probs",
     "classifier-logits": "logits",
@@ -40,10 +40,12 @@ def _output_names(model):
     return names
 
 
-def export_saved_model(model, export_dir):
+def export_saved_model(model, export_dir, overwrite=False):
     """Write ``model`` as a SavedModel with an int32 ``serving_default`` signature.
 
-    The folder is written beside ``export_dir`` and moved into place when complete.
+    The folder is staged and moved into place when complete. An ``export_dir``
+    that holds anything is refused, except an earlier export with ``overwrite=True``
+    (`bert4long.outputs.OutputFolder`).
 
     Example:
     >>> from bert4long.models import build_transformer_model
@@ -81,15 +83,6 @@ def export_saved_model(model, export_dir):
     archive = keras.export.ExportArchive()
     archive.track(model)
     archive.add_endpoint("serving_default", tf.function(serve, input_signature=signature))
-    export_dir = os.path.abspath(os.fspath(export_dir))
-    parent = os.path.dirname(export_dir)
-    os.makedirs(parent, exist_ok=True)
-    tmp = tempfile.mkdtemp(prefix=".tmp-export-", dir=parent)
-    try:
-        archive.write_out(tmp, verbose=False)
-        if os.path.isdir(export_dir):
-            shutil.rmtree(export_dir)
-        os.replace(tmp, export_dir)
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
+    with OutputFolder(export_dir, "export", overwrite=overwrite) as staging:
+        archive.write_out(staging, verbose=False)
     return names

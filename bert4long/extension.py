@@ -11,7 +11,12 @@ import keras
 import numpy as np
 
 from bert4long.checkpoints import write_checkpoint
-from bert4long.layers.position_extension import EXTENSION_METHODS, extended_rows, validate_alpha
+from bert4long.layers.position_extension import (
+    EXTENSION_METHODS,
+    extended_rows,
+    validate_alpha,
+)
+from bert4long.outputs import OutputFolder
 
 POSITION_VARIABLE = "bert/embeddings/position_embeddings"
 
@@ -38,10 +43,12 @@ def extend_position_table(table, method, max_position, alpha=0.4):
     return keras.ops.convert_to_numpy(rows).astype(table.dtype)
 
 
-def extend_checkpoint(config_path, checkpoint_path, method, max_position, out_dir, alpha=0.4):
+def extend_checkpoint(config_path, checkpoint_path, method, max_position, out_dir, alpha=0.4, overwrite=False):
     """Write ``out_dir/bert_config.json``, ``vocab.txt`` (if found) and ``bert_model.ckpt.*`` with the long table.
 
     ``copy`` to a length that is not a multiple of n ends with a truncated tile.
+    ``out_dir`` must be new or empty (or an earlier output, with ``overwrite=True``),
+    and not the source's folder; it appears only when complete (`bert4long.outputs.OutputFolder`).
     Returns ``(config_path, checkpoint_prefix)``.
 
     Example:
@@ -60,15 +67,14 @@ def extend_checkpoint(config_path, checkpoint_path, method, max_position, out_di
     config["max_position_embeddings"] = max_position
     config["bert4long_position_extension"] = {"method": method, "from": int(reader.get(POSITION_VARIABLE).shape[0]),
                                     **({"alpha": validate_alpha(alpha)} if method == "hierarchical" else {})}
-    os.makedirs(out_dir, exist_ok=True)
-    new_config = os.path.join(out_dir, "bert_config.json")
-    with open(new_config, "w", encoding="utf-8") as f:
-        json.dump(config, f, indent=2)
-    for folder in {os.path.dirname(os.fspath(config_path)), os.path.dirname(os.fspath(reader.prefix)), os.fspath(reader.prefix)}:
-        vocab = os.path.join(folder, "vocab.txt")
-        if os.path.isfile(vocab):
-            shutil.copyfile(vocab, os.path.join(out_dir, "vocab.txt"))
-            break
-    prefix = os.path.join(out_dir, "bert_model.ckpt")
-    write_checkpoint(prefix, variables)
-    return new_config, prefix
+    with OutputFolder(out_dir, "extend", inputs=[config_path, reader.prefix], overwrite=overwrite) as staging:
+        with open(os.path.join(staging, "bert_config.json"), "w", encoding="utf-8") as f:
+            json.dump(config, f, indent=2)
+        for folder in {os.path.dirname(os.fspath(config_path)), os.path.dirname(os.fspath(reader.prefix)),
+                       os.fspath(reader.prefix)}:
+            vocab = os.path.join(folder, "vocab.txt")
+            if os.path.isfile(vocab):
+                shutil.copyfile(vocab, os.path.join(staging, "vocab.txt"))
+                break
+        write_checkpoint(os.path.join(staging, "bert_model.ckpt"), variables)
+    return os.path.join(out_dir, "bert_config.json"), os.path.join(out_dir, "bert_model.ckpt")

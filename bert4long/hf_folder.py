@@ -1,6 +1,6 @@
 """Hugging Face folders read and written under their own tensor names, without PyTorch.
 
-The families that `bert4long.huggingface.HUGGINGFACE_FAMILIES` sends to their own
+The families that `bert4long.huggingface.FAMILY_MODELS` sends to their own
 module (Longformer, BigBird) write their `variable_mapping()` directly in the
 safetensors names, so that table is the whole format: a name is the key
 without the task prefix (``longformer.``, ``bert.``) that ``*Model``,
@@ -85,8 +85,8 @@ class HuggingFaceFamily:
     """Mixin of a `bert4long.models.Transformer` whose `variable_mapping()` uses safetensors names.
 
     Subclasses set ``task_prefix`` and ``head_prefixes`` (names saved without
-    the task prefix) and implement the classmethod `read_huggingface_config`
-    (``config.json`` -> builder arguments) and `huggingface_config` (the reverse).
+    the task prefix) and implement `from_huggingface_config`
+    (``config.json`` dict -> builder arguments) and `huggingface_config` (the reverse).
     """
 
     task_prefix = ""

@@ -4,7 +4,8 @@ The safetensors file is read with the `safetensors` package's numpy API and
 presented under the original Google checkpoint names, so the model classes'
 single `variable_mapping()` serves both formats. The rewrite rules below are the
 whole format conversion: a table of name patterns, each with how the array changes.
-Supported architectures: BERT (``model_type: bert``) and RoBERTa (``roberta``).
+Supported architectures: BERT (``model_type: bert``) and RoBERTa (``roberta``); the families in
+`FAMILY_MODELS` (ModernBERT) have their own module, which reads their weights and config keys.
 """
 import json
 import os
@@ -13,8 +14,9 @@ import re
 import numpy as np
 
 SUPPORTED_MODEL_TYPES = ("bert", "roberta")
-# Families whose Hugging Face folders their own module builds: model_type -> "module:Transformer subclass".
-HUGGINGFACE_FAMILIES = {
+# Families built by their own module from their own config.json keys: model_type -> "module:Class".
+FAMILY_MODELS = {
+    "modernbert": "bert4long.modernbert:ModernBERT",
     "longformer": "bert4long.longformer:Longformer",
     "big_bird": "bert4long.big_bird:BigBird",
 }
@@ -77,11 +79,15 @@ def read_huggingface_config(path):
     with open(config_file, encoding="utf-8") as f:
         hf = json.load(f)
     model_type = hf.get("model_type")
+    if model_type in FAMILY_MODELS:  # its class translates its own keys
+        from bert4long.models import family_model_class
+
+        return {**family_model_class(model_type).from_huggingface_config(hf), "model": model_type}
     if model_type not in SUPPORTED_MODEL_TYPES:
         raise ValueError(
             f"Unsupported Hugging Face architecture {model_type!r} ({hf.get('architectures')}) in {config_file!r}: "
-            f"supported model_type values are {SUPPORTED_MODEL_TYPES} and {tuple(HUGGINGFACE_FAMILIES)}. For other models convert them to a "
-            "Google-layout checkpoint first."
+            f"supported model_type values are {SUPPORTED_MODEL_TYPES + tuple(FAMILY_MODELS)}. For other models "
+            "convert them to a Google-layout checkpoint first."
         )
     offset = position_offset(hf)
     config = {
@@ -120,7 +126,7 @@ class HuggingFaceReader:
     """
 
     def __init__(self, folder):
-        from safetensors import safe_open
+        from safetensors import SafetensorError, safe_open
 
         self.prefix = folder
         weights = os.path.join(folder, WEIGHT_FILENAME)
@@ -132,7 +138,11 @@ class HuggingFaceReader:
             )
         with open(os.path.join(folder, "config.json"), encoding="utf-8") as f:
             self.offset = position_offset(json.load(f))
-        self._file = safe_open(weights, framework="numpy")
+        try:
+            self._file = safe_open(weights, framework="numpy")
+        except SafetensorError as error:
+            raise ValueError(f"Weights file {weights!r} is damaged or truncated ({error}). Copy or download the "
+                             "model again.") from None
         self._sources = {}
         for key in self._file.keys():
             stripped = re.sub(r"^(bert|roberta)\.", "", key)
@@ -148,6 +158,11 @@ class HuggingFaceReader:
 
     def __contains__(self, name):
         return name in self._sources
+
+    def check(self):
+        """Read every weight once (a truncated file already fails when opened)."""
+        for name in self.names():
+            self.get(name)
 
     def names(self):
         return sorted(self._sources)
@@ -169,10 +184,12 @@ class HuggingFaceReader:
         return tuple(self.get(name).shape)
 
 
-def convert_huggingface_folder(folder, out_dir):
+def convert_huggingface_folder(folder, out_dir, overwrite=False):
     """Write a Hugging Face BERT/RoBERTa folder as ``bert_config.json`` + ``vocab.txt`` + ``bert_model.ckpt``.
 
     Returns ``(config_path, checkpoint_prefix)``; the checkpoint uses the original Google names.
+    ``out_dir`` must be new or empty (or an earlier output, with ``overwrite=True``),
+    and not ``folder``; it appears only when complete (`bert4long.outputs.OutputFolder`).
 
     Example:
     >>> from bert4long.huggingface import convert_huggingface_folder
@@ -181,10 +198,11 @@ def convert_huggingface_folder(folder, out_dir):
     import shutil
 
     from bert4long.checkpoints import write_checkpoint
+    from bert4long.outputs import OutputFolder
 
     config = read_huggingface_config(folder)
     reader = HuggingFaceReader(folder)
-    os.makedirs(out_dir, exist_ok=True)
+    output = OutputFolder(out_dir, "convert", inputs=[folder], overwrite=overwrite)
     google_config = {
         "vocab_size": config["vocab_size"],
         "hidden_size": config["hidden_size"],
@@ -200,12 +218,11 @@ def convert_huggingface_folder(folder, out_dir):
         "layer_norm_eps": config["layer_norm_epsilon"],
         "pad_token_id": config["pad_token_id"],
     }
-    config_path = os.path.join(out_dir, "bert_config.json")
-    with open(config_path, "w", encoding="utf-8") as f:
-        json.dump(google_config, f, indent=2)
-    vocab = os.path.join(folder, "vocab.txt")
-    if os.path.isfile(vocab):
-        shutil.copyfile(vocab, os.path.join(out_dir, "vocab.txt"))
-    prefix = os.path.join(out_dir, "bert_model.ckpt")
-    write_checkpoint(prefix, {name: reader.get(name) for name in reader.names()})
-    return config_path, prefix
+    with output as staging:
+        with open(os.path.join(staging, "bert_config.json"), "w", encoding="utf-8") as f:
+            json.dump(google_config, f, indent=2)
+        vocab = os.path.join(folder, "vocab.txt")
+        if os.path.isfile(vocab):
+            shutil.copyfile(vocab, os.path.join(staging, "vocab.txt"))
+        write_checkpoint(os.path.join(staging, "bert_model.ckpt"), {name: reader.get(name) for name in reader.names()})
+    return os.path.join(out_dir, "bert_config.json"), os.path.join(out_dir, "bert_model.ckpt")

@@ -12,7 +12,6 @@ from bert4long.hf_folder import (
     HuggingFaceFamily,
     dense_weights,
     norm_weights,
-    read_config_json,
 )
 from bert4long.layers import MultiHeadAttention
 from bert4long.models import BERT
@@ -123,9 +122,8 @@ class Longformer(HuggingFaceFamily, BERT):
         self.layer_windows = {self.layer_names(index)[0]: window for index, window in enumerate(windows)}
 
     @classmethod
-    def read_huggingface_config(cls, path):
-        """``config.json`` -> builder arguments."""
-        hf = read_config_json(path)
+    def from_huggingface_config(cls, hf):
+        """`build_transformer_model` keyword arguments from a Longformer ``config.json`` dict."""
         pad = hf.get("pad_token_id", 1)
         return dict(
             {key: hf[key] for key in ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads",

@@ -14,12 +14,7 @@ import keras
 import numpy as np
 
 from bert4long.checkpoints import CheckpointReader, write_checkpoint
-from bert4long.huggingface import (
-    HUGGINGFACE_FAMILIES,
-    HuggingFaceReader,
-    is_huggingface_folder,
-    read_huggingface_config,
-)
+from bert4long.huggingface import FAMILY_MODELS, HuggingFaceReader, is_huggingface_folder, read_huggingface_config
 from bert4long.layers import (
     BiasAdd,
     Embedding,
@@ -653,6 +648,12 @@ CONFIG_RENAMES = {
 }
 
 
+def family_model_class(model_type):
+    """The class of a family kept in its own module (`FAMILY_MODELS`), imported on first use."""
+    module, name = FAMILY_MODELS[model_type].split(":")
+    return getattr(importlib.import_module(module), name)
+
+
 def open_checkpoint(path):
     """A name-keyed reader for a Google checkpoint (prefix or folder) or a Hugging Face folder."""
     if is_huggingface_folder(path) and not os.path.isfile(os.path.join(path, "bert_model.ckpt.index")):
@@ -688,7 +689,9 @@ def build_transformer_model(
             leaves random weights.
         model: ``'bert'``, ``'roberta'``, ``'albert'``, ``'albert_unshared'``,
             ``'nezha'`` (``max_relative_position``, default 64), ``'roformer'`` or
-            ``'electra'`` (``with_discriminator``); see `MODELS`.
+            ``'electra'`` (``with_discriminator``); see `MODELS`. A Hugging Face
+            folder whose ``model_type`` names a family in `FAMILY_MODELS`
+            (``'modernbert'``) builds that family whatever ``model`` says.
         application: ``'encoder'``, ``'lm'`` (causal) or ``'unilm'`` (seq2seq mask).
         return_keras_model: False returns the builder (with
             ``load_weights_from_checkpoint`` / ``save_weights_as_checkpoint``).
@@ -714,21 +717,19 @@ def build_transformer_model(
         config_path = os.path.join(checkpoint_path, "config.json")
     if config_path is not None:
         configs.update(read_config(config_path))
-        if configs.get("model_type") in HUGGINGFACE_FAMILIES:  # built by its own module ("module:Class")
-            module, class_name = HUGGINGFACE_FAMILIES[configs["model_type"]].split(":")
-            model = getattr(importlib.import_module(module), class_name)
-            configs = model.read_huggingface_config(config_path)
-        elif "model_type" in configs:  # a Hugging Face config.json
+        if "model_type" in configs:  # a Hugging Face config.json
             configs = read_huggingface_config(config_path)
-            configs.pop("model")
+            family = configs.pop("model")
+            if family in FAMILY_MODELS:  # a family with its own class (e.g. ModernBERT)
+                model = family
     configs.update(kwargs)
     for ours, google in CONFIG_RENAMES.items():
         if ours not in configs and google in configs:
             configs[ours] = configs[google]
     if isinstance(model, str):
-        if model.lower() not in MODELS:
-            raise ValueError(f"Unknown model {model!r}: choose one of {sorted(MODELS)}.")
-        model_class = MODELS[model.lower()]
+        if model.lower() not in MODELS and model.lower() not in FAMILY_MODELS:
+            raise ValueError(f"Unknown model {model!r}: choose one of {sorted(MODELS) + sorted(FAMILY_MODELS)}.")
+        model_class = MODELS.get(model.lower()) or family_model_class(model.lower())
     else:
         model_class = model
     configs["application"] = application

@@ -72,6 +72,24 @@ def test_classification_and_batch_size_quick(quick_results):
     assert batch["rows"][0]["max_batch"] == 1 and batch["rows"][0]["peak_gb"] > 0
 
 
+def test_long_encoders_quick_compares_with_transformers(tmp_path):
+    """Its own run: it needs torch and transformers, not the data packages."""
+    missing = [p for p in ("torch", "transformers") if importlib.util.find_spec(p) is None]
+    if missing:
+        pytest.skip(f"needs {missing} (the PyTorch peer): pip install torch transformers")
+    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3", "PYTHONPATH": ROOT}
+    result = subprocess.run([sys.executable, os.path.join(BENCH, "long_encoders.py"), "--quick", "--out",
+                             str(tmp_path / "long_encoders.json")], check=False, capture_output=True, text=True,
+                            env=env, cwd=ROOT, timeout=600)
+    assert result.returncode == 0, f"long_encoders.py --quick failed:\n{result.stderr[-3000:]}"
+    data = read(tmp_path, "long_encoders")
+    rows = {row["impl"]: row for row in data["results"]}
+    assert set(rows) == {"bert4long", "hf-torch"} and data["mode"] == "train"
+    assert all(row["status"] == "ok" and row["step_s"] > 0 and row["peak_rss_gb"] > 0 for row in rows.values())
+    [ratio] = data["ratios"]
+    assert ratio["time_vs_hf"] == round(rows["bert4long"]["step_s"] / rows["hf-torch"]["step_s"], 2)
+
+
 def test_report_renders_the_json_numbers(quick_results, tmp_path):
     report = load_script("report")
     rows = [{"impl": "bert4long", "length": 1024, "batch": 2, "forward_s": 1.0, "train_step_s": 2.0, "peak_rss_gb": 3.0},

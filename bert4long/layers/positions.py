@@ -5,10 +5,14 @@
   ``w_i = 10000^(-2i/dim)`` (the order bert4keras, NEZHA and RoFormer use).
 * `apply_rotary`: RoFormer's rotary position embedding (RoPE) applied to
   queries or keys: each pair ``(x_2i, x_2i+1)`` is rotated by the angle ``p*w_i``.
+* `apply_rotary_half`: the same rotation in the rotate-half layout (GPT-NeoX,
+  Hugging Face Llama and ModernBERT): ``x_i`` pairs with ``x_(i + dim/2)``, and
+  the base ``theta`` of the frequencies is a parameter.
 * `RelativePositionEmbedding`: NEZHA's functional relative positions, row
   ``clip(k - q, -m, m) + m`` of the sinusoidal table of ``2m + 1`` rows.
 """
 import keras
+import numpy as np
 from keras import ops
 
 from bert4long.layers.embeddings import MERGE_MODES, merge_positions, merged_output_shape
@@ -75,6 +79,36 @@ def apply_rotary(x, sinusoids):
     even, odd = pairs[..., 0], pairs[..., 1]
     rotated = ops.stack([even * cos - odd * sin, odd * cos + even * sin], axis=-1)
     return ops.cast(ops.reshape(rotated, shape), dtype)
+
+
+def apply_rotary_half(x, theta=10000.0):
+    """Rotary position embedding of ``x [batch, length, heads, dim]`` in the rotate-half layout.
+
+    Position ``p`` rotates the pair ``(x_i, x_(i + dim/2))`` by the angle
+    ``p * theta^(-2i/dim)``: ``x_i cos - x_(i+dim/2) sin`` and
+    ``x_(i+dim/2) cos + x_i sin``, in float32 (the layout and arithmetic of
+    Hugging Face's ``apply_rotary_pos_emb``; `apply_rotary` is RoFormer's
+    interleaved layout with ``theta = 10000``). Positions are ``0 .. length - 1``.
+
+    Example:
+    >>> import numpy as np
+    >>> from bert4long.layers.positions import apply_rotary_half
+    >>> x = np.ones((1, 3, 2, 4), "float32")
+    >>> np.round(apply_rotary_half(x, theta=160000.0).numpy()[0, 1, 0].astype("float64"), 4).tolist()
+    [-0.3012, 0.9975, 1.3818, 1.0025]
+
+    Reference: Su et al., RoFormer (2021), https://arxiv.org/abs/2104.09864.
+    """
+    dim = check_even_dim(x.shape[-1], "apply_rotary_half")
+    # the inverse frequencies rounded to float32 as transformers computes them
+    exponents = np.arange(0, dim, 2, dtype="float32") / np.float32(dim)
+    inverse_frequencies = np.float32(1.0) / np.power(np.float32(theta), exponents)
+    angles = ops.cast(ops.arange(ops.shape(x)[1]), "float32")[:, None] * inverse_frequencies  # [length, dim/2]
+    cos, sin = ops.cos(angles)[None, :, None, :], ops.sin(angles)[None, :, None, :]
+    x32 = ops.cast(x, "float32")
+    first, second = x32[..., : dim // 2], x32[..., dim // 2 :]
+    rotated = ops.concatenate([first * cos - second * sin, second * cos + first * sin], axis=-1)
+    return ops.cast(rotated, x.dtype)
 
 
 @keras.saving.register_keras_serializable(package="bert4long")

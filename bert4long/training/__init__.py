@@ -12,6 +12,8 @@ from bert4long.training.finetune import (
     encode_labels,
     token_label_weights,
 )
+from bert4long.training.interrupt import TrainingInterrupted
+from bert4long.training.lock import RunInProgress, RunLock
 from bert4long.training.loop import TrainingDiverged, fit_resumable
 from bert4long.training.mlm import (
     build_mlm_model,
@@ -27,7 +29,10 @@ from bert4long.training.resume import RunDirectory
 
 __all__ = [
     "RunDirectory",
+    "RunInProgress",
+    "RunLock",
     "TrainingDiverged",
+    "TrainingInterrupted",
     "build_classifier",
     "build_mlm_model",
     "build_token_labeller",

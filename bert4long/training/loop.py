@@ -1,13 +1,17 @@
 """`fit_resumable`: Keras ``model.fit`` in checkpointed intervals, resumable after any interruption."""
+import contextlib
 import importlib.util
 import math
 import os
+import signal
 import time
 
 import keras
 import numpy as np
 import tensorflow as tf
 
+from bert4long.training.interrupt import StopOnSignal, TrainingInterrupted, signals_to
+from bert4long.training.lock import RunLock
 from bert4long.training.resume import RunDirectory
 
 
@@ -68,15 +72,19 @@ def fit_distributed(model, dataset, steps):
 
 
 def fit_resumable(model, make_dataset, steps, out_dir, config, save_every=100, tokens_per_step=None,
-                  callbacks=(), verbose="auto", tensorboard=True, keep=2):
+                  callbacks=(), verbose="auto", tensorboard=True, keep=2, accept_changes=False):
     """Train ``model`` (compiled) for ``steps`` batches, checkpointing every ``save_every``.
 
     ``make_dataset(start_step)`` must return the (endless) batches from
     ``start_step`` on. If ``out_dir`` already holds a state of this ``config``,
     training resumes from its step (optimizer, schedule, dropout RNG and data
-    position included) and says so. A NaN/inf loss stops training with
-    `TrainingDiverged`, keeping the last good checkpoint. ``save_every=0`` never
-    checkpoints (e.g. on non-chief workers).
+    position included) and says so; a saved ``config`` that differs is refused
+    unless ``accept_changes``. ``steps`` may be raised to continue a finished
+    run. A NaN/inf loss stops training with `TrainingDiverged`, keeping the last
+    good checkpoint. SIGTERM or Ctrl-C stops at the next step boundary, saves a
+    checkpoint there and raises `TrainingInterrupted`. While it checkpoints, the
+    run holds ``out_dir``'s lock (`RunLock`): a second run on the same folder is
+    refused. ``save_every=0`` never checkpoints (e.g. on non-chief workers).
 
     Returns a dict: ``start_step``, ``steps``, ``seconds``, ``tokens_per_second``,
     ``logs`` (the last interval's Keras logs).
@@ -86,7 +94,14 @@ def fit_resumable(model, make_dataset, steps, out_dir, config, save_every=100, t
     >>> summary = fit_resumable(model, lambda start: mlm_batches(seqs, masker, 8, start_step=start),
     ...                         steps=1000, out_dir="run", config={"seq_len": 512})  # doctest: +SKIP
     """
-    run = RunDirectory(out_dir, config, keep=keep)
+    run = RunDirectory(out_dir, config, keep=keep, accept_changes=accept_changes)
+    with (RunLock(run.out_dir) if save_every else contextlib.nullcontext()), signals_to(StopOnSignal()) as stopper:
+        return _fit_intervals(model, make_dataset, steps, run, save_every, tokens_per_step, [stopper, *callbacks],
+                              verbose, tensorboard)
+
+
+def _fit_intervals(model, make_dataset, steps, run, save_every, tokens_per_step, callbacks, verbose, tensorboard):
+    stopper = callbacks[0]
     optimizer = model.optimizer
     optimizer.build(model.trainable_variables)
     checkpoint = tf.train.Checkpoint(model=model, optimizer=optimizer)
@@ -101,7 +116,7 @@ def fit_resumable(model, make_dataset, steps, out_dir, config, save_every=100, t
     elif tensorboard:
         extra.append(keras.callbacks.TensorBoard(os.path.join(run.out_dir, "logs"), update_freq="epoch"))
     logs, begin, step = {}, time.perf_counter(), start
-    while step < steps:
+    while step < steps and stopper.received is None:
         length = min(interval - step % interval, steps - step)
         epoch = step // interval
         _log(f"steps {step + 1}-{step + length} of {steps}", verbose)
@@ -114,6 +129,7 @@ def fit_resumable(model, make_dataset, steps, out_dir, config, save_every=100, t
         else:
             history = model.fit(make_dataset(step), steps_per_epoch=length, initial_epoch=epoch, epochs=epoch + 1,
                                 callbacks=extra, verbose=verbose, shuffle=False)
+            length = stopper.batches   # fewer when a signal stopped the interval early
         if guard.bad_step is not None:
             last = run.latest_step()
             raise TrainingDiverged(
@@ -126,6 +142,14 @@ def fit_resumable(model, make_dataset, steps, out_dir, config, save_every=100, t
         logs = {k: float(v[-1]) for k, v in history.history.items()}
         if save_every and (step % interval == 0 or step == steps):
             run.save(checkpoint, step, extra={"logs": logs})
+    if stopper.received is not None:
+        if save_every and run.latest_step() != step:
+            run.save(checkpoint, step, extra={"logs": logs})
+        raise TrainingInterrupted(
+            f"{signal.Signals(stopper.received).name} received: stopped after step {step} of {steps} and "
+            + (f"saved a checkpoint in {run.directory!r}; run the same command again to resume."
+               if save_every else "saved nothing (this process writes no checkpoints)."),
+            stopper.received)
     seconds = time.perf_counter() - begin
     done = steps - start
     return {

@@ -12,21 +12,34 @@ when complete, and ``latest`` is replaced atomically afterwards, so neither a
 resuming with a different one is refused.
 """
 import errno
+import hashlib
 import json
 import os
 import shutil
 
+import numpy as np
+import tensorflow as tf
+
+from bert4long.outputs import is_disk_full, write_text_atomically
 
 POINTER = "latest"
 
 
-def _atomic_write_text(path, text):
-    tmp = f"{path}.tmp-{os.getpid()}"
-    with open(tmp, "w", encoding="utf-8") as f:
-        f.write(text)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
+def fingerprint(*arrays):
+    """A short hash of arrays' contents (e.g. the packed training data), to tell a changed data set on resume.
+
+    Example:
+    >>> import numpy as np
+    >>> from bert4long.training.resume import fingerprint
+    >>> fingerprint(np.arange(4)) == fingerprint(np.arange(4)), fingerprint(np.arange(4)) == fingerprint(np.arange(5))
+    (True, False)
+    """
+    digest = hashlib.sha256()
+    for array in arrays:
+        array = np.ascontiguousarray(array)
+        digest.update(f"{array.dtype}{array.shape}".encode())
+        digest.update(array.tobytes())
+    return digest.hexdigest()[:16]
 
 
 def _write_state(checkpoint, prefix):
@@ -39,8 +52,11 @@ class RunDirectory:
 
     Args:
         out_dir: the run's output folder.
-        config: JSON-able dict describing the model; a resume must match it.
+        config: JSON-able dict of the model and the settings that matter (learning rate,
+            data, vocab, lengths, batch); a resume must match it.
         keep: how many complete states to keep.
+        accept_changes: resume even when ``config`` differs from the saved one (the
+            differences are printed and the new settings are recorded).
 
     Example:
     >>> import tensorflow as tf, tempfile
@@ -52,11 +68,12 @@ class RunDirectory:
     10
     """
 
-    def __init__(self, out_dir, config, keep=2):
+    def __init__(self, out_dir, config, keep=2, accept_changes=False):
         self.out_dir = os.path.abspath(out_dir)
         self.directory = os.path.join(self.out_dir, "checkpoints")
         self.config = json.loads(json.dumps(config))
         self.keep = keep
+        self.accept_changes = accept_changes
 
     def _state_dir(self, step):
         return os.path.join(self.directory, f"step-{int(step):09d}")
@@ -65,7 +82,8 @@ class RunDirectory:
         """The step of the newest complete state, or None."""
         pointer = os.path.join(self.directory, POINTER)
         if os.path.isfile(pointer):
-            name = open(pointer, encoding="utf-8").read().strip()
+            with open(pointer, encoding="utf-8") as f:
+                name = f.read().strip()
             if os.path.isfile(os.path.join(self.directory, name, "run.json")):
                 return int(name.split("-")[1])
         steps = [int(n.split("-")[1]) for n in os.listdir(self.directory) if n.startswith("step-")
@@ -76,12 +94,17 @@ class RunDirectory:
         with open(os.path.join(self._state_dir(step), "run.json"), encoding="utf-8") as f:
             saved = json.load(f)["config"]
         different = sorted(k for k in set(saved) | set(self.config) if saved.get(k) != self.config.get(k))
-        if different:
-            details = ", ".join(f"{k}: saved {saved.get(k)!r} vs now {self.config.get(k)!r}" for k in different)
-            raise ValueError(
-                f"Cannot resume from {self.out_dir!r}: it holds a run with a different configuration ({details}). "
-                "Run again with the same arguments, or choose a new --out folder (or delete the old one) to start over."
-            )
+        if not different:
+            return
+        details = ", ".join(f"{k}: saved {saved.get(k)!r} vs now {self.config.get(k)!r}" for k in different)
+        if self.accept_changes:
+            print(f"resuming {self.out_dir!r} with changed settings ({details})", flush=True)
+            return
+        raise ValueError(
+            f"Cannot resume from {self.out_dir!r}: it holds a run with a different configuration ({details}). "
+            "Run again with the same arguments, pass --accept-changes (accept_changes=True) to continue with the "
+            "new ones, or choose a new --out folder to start over."
+        )
 
     def restore(self, checkpoint):
         """Restore the newest state into ``checkpoint``; return its step (0 if there is none)."""
@@ -89,13 +112,20 @@ class RunDirectory:
         if step is None:
             return 0
         self.check_config(step)
+        state = self._state_dir(step)
         try:
-            checkpoint.read(os.path.join(self._state_dir(step), "ckpt")).assert_existing_objects_matched()
+            checkpoint.read(os.path.join(state, "ckpt")).assert_existing_objects_matched()
         except (AssertionError, ValueError) as error:
             raise ValueError(
                 f"Cannot resume from {self.out_dir!r}: its saved state (step {step}) does not match this model "
                 f"({str(error).splitlines()[0][:300]}). It was written by another model or bert4long version: "
                 "choose a new --out folder (or delete the old one) to start over."
+            ) from None
+        except (IndexError, tf.errors.OpError) as error:   # a truncated or corrupted file
+            raise ValueError(
+                f"Cannot resume from {self.out_dir!r}: the saved state {state!r} is damaged "
+                f"({type(error).__name__}: {str(error).splitlines()[0][:200]}). Delete that folder to resume from the "
+                "checkpoint before it, or choose a new --out folder to start over."
             ) from None
         return step
 
@@ -108,17 +138,19 @@ class RunDirectory:
         try:
             os.makedirs(tmp)
             _write_state(checkpoint, os.path.join(tmp, "ckpt"))
-            _atomic_write_text(os.path.join(tmp, "run.json"),
-                               json.dumps({"step": int(step), "config": self.config, **(extra or {})}, indent=2))
+            write_text_atomically(os.path.join(tmp, "run.json"),
+                                  json.dumps({"step": int(step), "config": self.config, **(extra or {})}, indent=2))
             shutil.rmtree(final, ignore_errors=True)
             os.replace(tmp, final)
-            _atomic_write_text(os.path.join(self.directory, POINTER), os.path.basename(final))
-        except OSError as error:
+            write_text_atomically(os.path.join(self.directory, POINTER), os.path.basename(final))
+        except BaseException as error:
             shutil.rmtree(tmp, ignore_errors=True)
+            if not (isinstance(error, OSError) or is_disk_full(error)):
+                raise
             previous = self.latest_step()
-            reason = "the disk is full" if error.errno == errno.ENOSPC else str(error)
+            reason = "the disk is full" if is_disk_full(error) else (error.strerror or str(error))
             raise OSError(
-                error.errno,
+                getattr(error, "errno", None) or errno.ENOSPC,
                 f"Could not write the training checkpoint for step {step} in {self.directory!r} ({reason}). "
                 + (f"The previous checkpoint (step {previous}) is intact: free some space and run the same "
                    "command again to resume from it." if previous is not None else "No earlier checkpoint exists."),

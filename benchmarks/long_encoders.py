@@ -1,0 +1,212 @@
+"""Long-document encoders at their published sizes: bert4long against Hugging Face PyTorch, side by side.
+
+ModernBERT-base's shape (answerdotai/ModernBERT-base: 22 layers, hidden 768, 12 heads,
+GeGLU intermediate 1,152, vocabulary 50,368, local window 128, global attention every
+third layer) with random weights, batch 1, at 1,024 and 4,096 tokens. One step is a
+forward and backward pass (loss: mean square of the sequence output; gradients of all
+weights, no optimizer update), or a forward pass only with ``--mode forward``. Every
+(implementation, length) runs in a fresh subprocess, all in one run on one machine, so
+each peak RSS is its own and the ratios compare like with like; the parent kills a
+subprocess whose RSS exceeds ``--memory-limit-gb``.
+
+Implementations:
+  bert4long       build_transformer_model(model='modernbert', ...), float32, tf.function,
+                  global layers with the 'full' kernel, local layers with 'sliding_window'.
+  bert4long-lean  the same with attention='chunked' (global layers' memory linear in the
+                  length) and recompute=True.
+  hf-torch        transformers' ModernBertModel on PyTorch (CPU), attn_implementation='sdpa'
+                  (its default without flash-attention), the padded path.
+
+    python benchmarks/long_encoders.py                       # 1,024 and 4,096 tokens
+    nice python benchmarks/long_encoders.py --memory-limit-gb 10 --mode forward
+    python benchmarks/long_encoders.py --quick               # tiny config, CI smoke run
+
+Writes a table and ``benchmarks/results/long_encoders.json`` (``--out``).
+"""
+import argparse
+import json
+import os
+import resource
+import subprocess
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+from attention import GIB, rss_bytes
+from common import machine_stamp, print_table, write_json
+
+MODERNBERT_BASE = {  # config.json of answerdotai/ModernBERT-base (sizes and flags that change the work)
+    "model_type": "modernbert", "vocab_size": 50368, "hidden_size": 768, "num_hidden_layers": 22,
+    "num_attention_heads": 12, "intermediate_size": 1152, "hidden_activation": "gelu",
+    "max_position_embeddings": 8192, "local_attention": 128, "global_attn_every_n_layers": 3,
+    "global_rope_theta": 160000.0, "local_rope_theta": 10000.0, "norm_eps": 1e-5, "pad_token_id": 50283,
+}
+QUICK = {**MODERNBERT_BASE, "vocab_size": 100, "hidden_size": 32, "num_hidden_layers": 3, "num_attention_heads": 2,
+         "intermediate_size": 40, "max_position_embeddings": 256, "local_attention": 16,
+         "global_attn_every_n_layers": 2, "pad_token_id": 0}
+IMPLEMENTATIONS = {
+    "bert4long": {},
+    "bert4long-lean": {"attention": "chunked", "attention_config": {"block_size": 512}, "recompute": True},
+    "hf-torch": None,
+}
+LENGTHS = [1024, 4096]
+
+
+def token_ids(config, length):
+    import numpy as np
+
+    high = min(config["vocab_size"], config["pad_token_id"] or config["vocab_size"])  # no padding token
+    return np.random.default_rng(0).integers(1, high, size=(1, length)).astype("int32")
+
+
+def bert4long_step(config, impl, length, mode):
+    """A function running one step of bert4long's model (traced on its first call)."""
+    import tensorflow as tf
+
+    from bert4long.models import build_transformer_model
+    from bert4long.modernbert import ModernBERT
+
+    options = ModernBERT.from_huggingface_config(config)
+    model = build_transformer_model(model="modernbert", **options, **IMPLEMENTATIONS[impl])
+    ids = tf.constant(token_ids(config, length))
+
+    @tf.function
+    def train_step():
+        with tf.GradientTape() as tape:
+            loss = tf.reduce_mean(tf.square(model([ids], training=True)))
+        return loss, tape.gradient(loss, model.trainable_variables)
+
+    @tf.function
+    def forward():
+        return tf.reduce_mean(model([ids], training=False))
+
+    if mode == "train":
+        return lambda: train_step()[0].numpy()  # the gradients are outputs too, so they are computed
+    return lambda: forward().numpy()
+
+
+def torch_step(config, length, mode):
+    import torch
+    import transformers
+
+    torch.manual_seed(0)
+    hf = {k: v for k, v in config.items() if k != "model_type"}
+    model = transformers.ModernBertModel(transformers.ModernBertConfig(**hf, attn_implementation="sdpa"))
+    ids = torch.tensor(token_ids(config, length), dtype=torch.long)
+
+    def train_step():
+        model.zero_grad(set_to_none=True)
+        loss = model(input_ids=ids).last_hidden_state.square().mean()
+        loss.backward()
+        return loss.item()
+
+    def forward():
+        with torch.no_grad():
+            return model(input_ids=ids).last_hidden_state.mean().item()
+
+    model.train(mode == "train")
+    return train_step if mode == "train" else forward
+
+
+def worker(args):
+    """One (implementation, length) in this fresh process; prints one JSON line."""
+    config = QUICK if args.quick else MODERNBERT_BASE
+    start = time.perf_counter()
+    step = torch_step(config, args.length, args.mode) if args.impl == "hf-torch" else \
+        bert4long_step(config, args.impl, args.length, args.mode)
+    built_s, built_rss = time.perf_counter() - start, rss_bytes()
+    start = time.perf_counter()
+    step()  # traced / warmed up
+    first = time.perf_counter() - start
+    times = []
+    for _ in range(args.repeats):
+        start = time.perf_counter()
+        step()
+        times.append(time.perf_counter() - start)
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    print(json.dumps({"impl": args.impl, "length": args.length, "status": "ok", "step_s": round(min(times), 3),
+                      "first_step_s": round(first, 2), "build_s": round(built_s, 2),
+                      "peak_rss_gb": round(peak / GIB, 3), "model_rss_gb": round(built_rss / GIB, 3)}))
+
+
+def measure(args, impl, length):
+    """Run the worker in a subprocess, killing it past the memory limit or the time limit."""
+    command = [sys.executable, os.path.abspath(__file__), "--worker", "--impl", impl, "--length", str(length),
+               "--mode", args.mode, "--repeats", str(args.repeats)] + ["--quick"] * args.quick
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                               env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"})
+    start, peak, status = time.time(), 0, None
+    while process.poll() is None:
+        try:
+            peak = max(peak, rss_bytes(process.pid))
+        except (FileNotFoundError, ProcessLookupError):  # exited between poll() and the read
+            break
+        if peak > args.memory_limit_gb * GIB:
+            status = f"over memory limit ({args.memory_limit_gb} GB)"
+        elif time.time() - start > args.time_limit:
+            status = f"over time limit ({args.time_limit} s)"
+        if status:
+            process.kill()
+            process.communicate()
+            return {"impl": impl, "length": length, "status": status, "peak_rss_gb": round(peak / GIB, 3)}
+        time.sleep(0.05)
+    stdout, stderr = process.communicate()
+    lines = [line for line in stdout.splitlines() if line.startswith("{")]
+    if process.returncode or not lines:
+        error = (stderr.strip().splitlines() or ["no output"])[-1]
+        return {"impl": impl, "length": length, "status": f"error: {error[:200]}"}
+    return json.loads(lines[-1])
+
+
+def ratios(results):
+    """Per length and bert4long implementation: its seconds and peak RSS divided by hf-torch's."""
+    rows = {(r["impl"], r["length"]): r for r in results if r["status"] == "ok"}
+    out = []
+    for (impl, length), row in sorted(rows.items(), key=lambda item: (item[0][1], item[0][0])):
+        peer = rows.get(("hf-torch", length))
+        if impl != "hf-torch" and peer:
+            out.append({"impl": impl, "length": length, "time_vs_hf": round(row["step_s"] / peer["step_s"], 2),
+                        "peak_rss_vs_hf": round(row["peak_rss_gb"] / peer["peak_rss_gb"], 2)})
+    return out
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--impls", nargs="+", choices=list(IMPLEMENTATIONS),
+                        help="default: all (--quick: bert4long and hf-torch)")
+    parser.add_argument("--lengths", nargs="+", type=int)
+    parser.add_argument("--mode", choices=("train", "forward"), default="train",
+                        help="forward + backward step (default) or forward only")
+    parser.add_argument("--repeats", type=int, default=1, help="timed steps after the warm-up one (min is kept)")
+    parser.add_argument("--memory-limit-gb", type=float, default=10.0)
+    parser.add_argument("--time-limit", type=float, default=900.0, help="seconds per (implementation, length)")
+    parser.add_argument("--quick", action="store_true", help="tiny config at 128 tokens: a smoke run")
+    parser.add_argument("--out", default=os.path.join(HERE, "results", "long_encoders.json"))
+    parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--impl", help=argparse.SUPPRESS)
+    parser.add_argument("--length", type=int, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.worker:
+        return worker(args)
+    lengths = args.lengths or ([128] if args.quick else LENGTHS)
+    impls = args.impls or (["bert4long", "hf-torch"] if args.quick else list(IMPLEMENTATIONS))
+    results = []
+    for length in lengths:  # every implementation at one length before the next
+        for impl in impls:
+            row = measure(args, impl, length)
+            print(json.dumps(row), flush=True)
+            results.append(row)
+    print_table(results, ["impl", "length", "status", "step_s", "first_step_s", "peak_rss_gb", "model_rss_gb"])
+    compared = ratios(results)
+    if compared:
+        print_table(compared, ["impl", "length", "time_vs_hf", "peak_rss_vs_hf"])
+    write_json(args.out, {"machine": machine_stamp(), "model": "quick" if args.quick else "ModernBERT-base",
+                          "config": QUICK if args.quick else MODERNBERT_BASE, "mode": args.mode, "batch": 1,
+                          "memory_limit_gb": args.memory_limit_gb, "implementations": IMPLEMENTATIONS,
+                          "results": results, "ratios": compared})
+    print(f"wrote {args.out}")
+
+
+if __name__ == "__main__":
+    main()

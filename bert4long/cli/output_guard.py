@@ -1,0 +1,62 @@
+"""Every command's --out, checked before any work: never another's files, never an input; one run at a time."""
+import contextlib
+import json
+import os
+
+from bert4long.cli.mlm import _demo_defaults
+from bert4long.outputs import OutputFolder, check_output_file
+from bert4long.training.lock import RunLock
+
+# What each writing command reads (attribute names of its options): --out may not be, hold or sit in these.
+INPUT_OPTIONS = {
+    "pretrain": ("checkpoint", "config", "vocab", "corpus"),
+    "finetune": ("checkpoint", "config", "vocab", "train", "valid", "labels"),
+    "export": ("checkpoint", "config", "vocab"),
+    "extend": ("checkpoint", "config"),
+    "convert": ("checkpoint",),
+}
+TRAINING_COMMANDS = ("pretrain", "finetune")
+# Commands that write one file (--output) rather than a folder, and what they read.
+FILE_OUTPUTS = {"predict": ("output", ("checkpoint", "config", "vocab", "input", "run"))}
+
+
+def add_overwrite_argument(parser):
+    parser.add_argument("--overwrite", action="store_true",
+                        help="replace an earlier output of bert4long in --out (never a folder bert4long did not make)")
+
+
+def _writes(args):
+    """False on a worker of a multi-worker run other than its chief: those write nothing (`is_chief`)."""
+    if getattr(args, "distribute", "none") != "multiworker":
+        return True
+    task = json.loads(os.environ.get("TF_CONFIG", "{}")).get("task", {})
+    return task.get("type") in ("chief", None) or (task.get("type") == "worker" and task.get("index", 0) == 0)
+
+
+@contextlib.contextmanager
+def guarded_output(args):
+    """Check ``args.out`` for ``args.command`` before it runs; a training run also holds the folder's lock."""
+    if args.command in FILE_OUTPUTS:
+        option, reads = FILE_OUTPUTS[args.command]
+        check_output_file(getattr(args, option), [getattr(args, name, None) for name in reads])
+    if args.command not in INPUT_OPTIONS or not _writes(args):
+        yield
+        return
+    if args.command == "pretrain" and (args.demo or (args.corpus is None and args.checkpoint is None)):
+        args.demo = True
+        _demo_defaults(args)   # the demo's own checkpoint and --out
+    inputs = [getattr(args, name, None) for name in INPUT_OPTIONS[args.command]]
+    training = args.command in TRAINING_COMMANDS
+    output = OutputFolder(args.out, args.command, inputs, overwrite=args.overwrite, resume=training)
+    output.probe()
+    if not training:   # the command writes through `OutputFolder` itself
+        yield
+        return
+    with RunLock(output.path):
+        output.open_run()
+        try:
+            yield
+        except BaseException:
+            output.remove_if_unused()   # a run that failed before writing anything leaves no folder behind
+            raise
+        output.record_files()

@@ -1,0 +1,461 @@
+"""ModernBERT (Answer.AI and LightOn, 2024) on Keras 3, read from and written to Hugging Face folders.
+
+`build_transformer_model(checkpoint_path=FOLDER)` builds this family when the
+folder's ``config.json`` says ``"model_type": "modernbert"`` (answerdotai/ModernBERT-base
+and -large, mmBERT). The numbers are those of transformers' PyTorch
+``ModernBertModel`` / ``ModernBertForMaskedLM`` on its padded (eager / sdpa) path:
+
+* embeddings: the token table, then LayerNorm (``Embedding-Norm``); no position
+  table and no segments;
+* ``num_hidden_layers`` pre-norm blocks ``x + Wo(attention(norm(x)))`` then
+  ``x + FeedForward(norm(x))``; block 0 has no attention norm (the embedding norm
+  precedes it); the feed-forward is GeGLU (``Wi`` gives ``[a, g]``, ``Wo`` takes
+  ``gelu(a) * g``);
+* attention: one fused ``Wqkv`` projection, rotary positions in the rotate-half
+  layout (`bert4long.layers.positions.apply_rotary_half`); layers whose
+  ``layer_types`` entry is ``'full_attention'`` (every
+  ``global_attn_every_n_layers``-th from layer 0) attend globally with base
+  ``global_rope_theta``, the others through the ``sliding_window`` kernel,
+  ``|i - j| <= local_attention // 2``, with base ``local_rope_theta``;
+* ``Output-Norm`` (transformers' ``final_norm``), then with ``with_mlm`` the head
+  ``MLM-Dense`` (activation ``classifier_activation``), ``MLM-Norm``, the tied
+  token table and ``MLM-Bias`` (``decoder.bias``).
+
+No layer has biases unless the config's ``attention_bias`` / ``mlp_bias`` /
+``norm_bias`` / ``classifier_bias`` say so. Weights are read with safetensors'
+numpy API under their Hugging Face names, with or without the ``model.`` prefix
+that ``ModernBertForMaskedLM`` and ``ModernBertForSequenceClassification`` add.
+
+Reference: Warner et al., Smarter, Better, Faster, Longer: A Modern Bidirectional
+Encoder (2024), https://arxiv.org/abs/2412.13663.
+"""
+import json
+import os
+
+import keras
+import numpy as np
+from keras import ops
+
+from bert4long.attention import get_attention_kernel
+from bert4long.layers import BiasAdd, Embedding, FeedForward, GatherPositions
+from bert4long.layers.activations import get_activation
+from bert4long.layers.dropout import Recompute, SeededDropout, name_seed
+from bert4long.layers.positions import apply_rotary_half, check_even_dim
+from bert4long.models import Transformer
+
+WEIGHT_FILENAME = "model.safetensors"
+LAYER_TYPES = ("full_attention", "sliding_attention")
+
+
+@keras.saving.register_keras_serializable(package="bert4long")
+class ModernBertAttention(keras.layers.Layer):
+    """ModernBERT self-attention: fused ``Wqkv``, rotate-half rotary positions, a kernel, ``Wo``.
+
+    Args:
+        heads: number of attention heads (head size = input size / heads).
+        rope_theta: base of the rotary frequencies.
+        window: None for global attention (kernel ``attention``); an even total
+            window for local attention (the ``sliding_window`` kernel,
+            ``|i - j| <= window // 2``).
+        use_bias: whether ``Wqkv`` and ``Wo`` have biases.
+        attention_dropout: dropout rate on the attention probabilities.
+        attention: the global layers' kernel (``'full'``, or ``'chunked'`` for
+            memory linear in the length; same numbers).
+        attention_config: options of that kernel.
+        kernel_initializer: initializer of both projections.
+
+    Call arguments:
+        inputs: ``[x, key_mask]``: ``[batch, length, dim]`` and ``[batch, length]``
+            (non-zero for real tokens).
+        training: enables dropout.
+
+    Example:
+    >>> import numpy as np
+    >>> from bert4long.modernbert import ModernBertAttention
+    >>> layer = ModernBertAttention(heads=2, rope_theta=10000.0, window=4)
+    >>> tuple(layer([np.random.rand(1, 9, 8).astype("float32"), np.ones((1, 9), bool)]).shape)
+    (1, 9, 8)
+    """
+
+    def __init__(self, heads, rope_theta, window=None, use_bias=False, attention_dropout=0.0, attention="full",
+                 attention_config=None, kernel_initializer="glorot_uniform", **kwargs):
+        super().__init__(**kwargs)
+        self.heads = heads
+        self.rope_theta = float(rope_theta)
+        self.window = window
+        self.use_bias = use_bias
+        self.attention_dropout = attention_dropout
+        self.attention = attention
+        self.attention_config = dict(attention_config or {})
+        self.kernel_initializer = keras.initializers.get(kernel_initializer)
+        common = {"dropout_rate": attention_dropout, "name": "attention_kernel", "dtype": self.dtype_policy,
+                  "dropout_seed": name_seed(self.name)}
+        if window is None:
+            self.kernel = get_attention_kernel(attention, **{**common, **self.attention_config})
+        else:
+            self.kernel = get_attention_kernel("sliding_window", window=window, global_tokens=[],
+                                               max_global_tokens=0, **common)
+
+    def build(self, input_shape):
+        dim = input_shape[0][-1]
+        if dim % self.heads:
+            raise ValueError(f"ModernBertAttention: hidden size {dim} is not a multiple of heads={self.heads}.")
+        self.head_size = check_even_dim(dim // self.heads, "ModernBERT's rotary positions")
+        common = {"use_bias": self.use_bias, "kernel_initializer": self.kernel_initializer, "dtype": self.dtype_policy}
+        self.qkv = keras.layers.Dense(3 * dim, name="qkv", **common)
+        self.output_dense = keras.layers.Dense(dim, name="output", **common)
+        self.qkv.build(input_shape[0])
+        self.output_dense.build(input_shape[0])
+        self.kernel.build_kernel(self.heads, self.head_size, dim)
+        self.kernel.build(tuple(input_shape[0][:-1]) + (self.heads, self.head_size))
+
+    def call(self, inputs, training=None):
+        x, key_mask = inputs
+        batch, length = ops.shape(x)[0], ops.shape(x)[1]
+        qkv = ops.reshape(self.qkv(x), (batch, length, 3, self.heads, self.head_size))
+        q, k, v = qkv[:, :, 0], qkv[:, :, 1], qkv[:, :, 2]
+        q, k = apply_rotary_half(q, self.rope_theta), apply_rotary_half(k, self.rope_theta)
+        o = self.kernel(q, k, v, key_mask, hidden=x, training=training)
+        return self.output_dense(ops.reshape(o, (batch, length, self.heads * self.head_size)))
+
+    def compute_output_shape(self, input_shape):
+        return tuple(input_shape[0])
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(heads=self.heads, rope_theta=self.rope_theta, window=self.window, use_bias=self.use_bias,
+                      attention_dropout=self.attention_dropout, attention=self.attention,
+                      attention_config=self.attention_config,
+                      kernel_initializer=keras.initializers.serialize(self.kernel_initializer))
+        return config
+
+
+def layer_types_from(num_hidden_layers, global_attn_every_n_layers):
+    """transformers' default ``layer_types``: global attention at layers 0, n, 2n, ..."""
+    return ["sliding_attention" if i % global_attn_every_n_layers else "full_attention"
+            for i in range(num_hidden_layers)]
+
+
+class ModernBERT(Transformer):
+    """ModernBERT (see the module docstring); built from a Hugging Face folder by `build_transformer_model`.
+
+    Args:
+        local_attention: total window of the local layers (``|i - j| <= local_attention // 2``).
+        global_attn_every_n_layers: global attention at layers 0, n, 2n, ... (when
+            ``layer_types`` is not given).
+        layer_types: ``'full_attention'`` / ``'sliding_attention'`` per layer
+            (transformers 5 writes it into ``config.json``).
+        global_rope_theta, local_rope_theta: rotary bases of the global and local layers.
+        norm_bias, attention_bias, mlp_bias, classifier_bias, decoder_bias: which
+            layers have biases (the config's flags).
+        classifier_activation: activation of ``MLM-Dense``.
+        embedding_dropout, mlp_dropout: dropout after the embedding norm and after
+            each feed-forward (transformers drops inside it, before ``Wo``);
+            ``attention_dropout_rate`` drops attention probabilities and the
+            attention output. All 0 in the released models.
+        huggingface_config: the ``config.json`` it was read from, kept for
+            `save_weights_as_checkpoint`.
+        **kwargs: `Transformer` arguments: ``with_mlm``, ``gathered_mlm``,
+            ``attention_mask_input``, ``recompute``, ``sequence_length``,
+            ``attention`` / ``attention_config`` (the global layers' kernel),
+            ``feed_forward_chunk_size``, ``keep_tokens``, ...
+
+    Example:
+    >>> from bert4long.models import build_transformer_model
+    >>> model = build_transformer_model(checkpoint_path="ModernBERT-base/", with_mlm=True)  # doctest: +SKIP
+    """
+
+    model_name = "modernbert"
+
+    def __init__(self, local_attention=128, global_attn_every_n_layers=3, layer_types=None,
+                 global_rope_theta=160000.0, local_rope_theta=10000.0, norm_bias=False, attention_bias=False,
+                 mlp_bias=False, classifier_bias=False, decoder_bias=True, classifier_activation="gelu",
+                 embedding_dropout=0.0, mlp_dropout=0.0, tie_word_embeddings=True, huggingface_config=None,
+                 **kwargs):
+        unsupported = {"with_pool": "it has no pooler: take the first token of the sequence output "
+                                    "(bert4long.layers.TakeToken) or its mean",
+                       "with_nsp": "it has no next-sentence head",
+                       "hierarchical_position": "its rotary positions have no table to extend",
+                       "position_extension": "its rotary positions have no table to extend",
+                       "custom_position_ids": "positions are always 0 .. length - 1, as in transformers"}
+        for option, why in unsupported.items():
+            if kwargs.get(option):
+                raise ValueError(f"model='modernbert' does not take {option}: {why}. Drop {option}.")
+        if kwargs.get("segment_vocab_size"):
+            raise ValueError("model='modernbert' has no segment embeddings: build it without segment_vocab_size "
+                             "(its only input is the token ids).")
+        if kwargs.get("application", "encoder") != "encoder":
+            raise ValueError("model='modernbert' is a bidirectional encoder: use application='encoder'.")
+        if kwargs.get("with_mlm") and not tie_word_embeddings:
+            raise ValueError("model='modernbert' ties the MLM decoder to the token embeddings; this config has "
+                             "tie_word_embeddings=false, which bert4long does not build.")
+        max_position = kwargs.setdefault("max_position", 8192)
+        sequence_length = kwargs.pop("sequence_length", None)
+        if sequence_length is not None and sequence_length > max_position:
+            raise ValueError(
+                f"sequence_length={sequence_length} is longer than this ModernBERT's max_position_embeddings="
+                f"{max_position}: split the input into chunks (bert4long.data.chunking) or pass "
+                f"max_position={sequence_length} to run its rotary positions beyond the trained length."
+            )
+        kwargs["segment_vocab_size"] = 0
+        super().__init__(**kwargs)
+        self.sequence_length = sequence_length
+        self.local_attention = local_attention
+        self.layer_types = list(layer_types or layer_types_from(self.num_hidden_layers, global_attn_every_n_layers))
+        if len(self.layer_types) != self.num_hidden_layers or not set(self.layer_types) <= set(LAYER_TYPES):
+            raise ValueError(f"layer_types must list {self.num_hidden_layers} entries from {LAYER_TYPES}, got "
+                             f"{self.layer_types}.")
+        self.global_rope_theta = global_rope_theta
+        self.local_rope_theta = local_rope_theta
+        self.norm_bias = norm_bias
+        self.attention_use_bias = attention_bias
+        self.mlp_bias = mlp_bias
+        self.classifier_bias = classifier_bias
+        self.decoder_bias = decoder_bias
+        self.classifier_activation = classifier_activation
+        self.embedding_dropout = embedding_dropout
+        self.mlp_dropout = mlp_dropout
+        self.huggingface_config = dict(huggingface_config or {})
+
+    @staticmethod
+    def from_huggingface_config(hf):
+        """`build_transformer_model` keyword arguments from a ModernBERT ``config.json`` dict.
+
+        Reads transformers 5's ``layer_types`` / ``rope_parameters`` and the older
+        ``global_attn_every_n_layers`` / ``global_rope_theta`` / ``local_rope_theta``.
+        """
+        rope = hf.get("rope_parameters") or {}
+        for layer_type, params in rope.items():
+            if (params or {}).get("rope_type", "default") != "default":
+                raise ValueError(f"ModernBERT config: rope_parameters[{layer_type!r}] has rope_type "
+                                 f"{params['rope_type']!r}; bert4long implements rope_type 'default' only.")
+        theta = {t: (rope.get(t) or {}).get("rope_theta") for t in LAYER_TYPES}
+        config = {key: hf[key] for key in ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads",
+                                           "intermediate_size", "initializer_range", "local_attention",
+                                           "global_attn_every_n_layers", "layer_types", "norm_bias",
+                                           "attention_bias", "mlp_bias", "classifier_bias", "decoder_bias",
+                                           "classifier_activation", "embedding_dropout", "mlp_dropout",
+                                           "tie_word_embeddings") if hf.get(key) is not None}
+        config.update(
+            hidden_act=hf.get("hidden_activation", "gelu"),
+            max_position=hf.get("max_position_embeddings", 8192),
+            layer_norm_epsilon=hf.get("norm_eps", 1e-5),
+            pad_token_id=hf.get("pad_token_id", 50283),
+            attention_dropout_rate=hf.get("attention_dropout", 0.0),
+            global_rope_theta=theta["full_attention"] or hf.get("global_rope_theta", 160000.0),
+            local_rope_theta=theta["sliding_attention"] or hf.get("local_rope_theta", 10000.0),
+            huggingface_config=hf,
+        )
+        return config
+
+    # ----------------------------------------------------------------- building
+    def norm(self, name):
+        return keras.layers.LayerNormalization(epsilon=self.layer_norm_epsilon, center=self.norm_bias, name=name)
+
+    def dropout(self, name, rate=None):
+        rate = self.dropout_rate if rate is None else rate
+        return SeededDropout(rate, seed=name_seed(name), name=name)
+
+    def recomputed(self, layer):
+        return Recompute(layer) if self.recompute else layer
+
+    def apply_embeddings(self, inputs):
+        self.token_embedding = Embedding(self.vocab_size, self.hidden_size, embeddings_initializer=self.initializer,
+                                         name="Embedding-Token")
+        x = self.norm("Embedding-Norm")(self.token_embedding(inputs[0]))
+        return self.dropout("Embedding-Dropout", self.embedding_dropout)(x)
+
+    def layer_names(self, index):
+        return f"Transformer-{index}-MultiHeadSelfAttention", f"Transformer-{index}-FeedForward"
+
+    def apply_main_layers(self, x, index):
+        attention_name, feed_forward_name = self.layer_names(index)
+        is_global = self.layer_types[index] == "full_attention"
+        attention = ModernBertAttention(
+            self.num_attention_heads,
+            rope_theta=self.global_rope_theta if is_global else self.local_rope_theta,
+            window=None if is_global else 2 * (self.local_attention // 2),
+            use_bias=self.attention_use_bias,
+            attention_dropout=self.attention_dropout_rate,
+            attention=self.attention,
+            attention_config=self.attention_config,
+            kernel_initializer=self.initializer,
+            name=attention_name,
+        )
+        h = x if index == 0 else self.norm(attention_name + "-Norm")(x)
+        h = self.recomputed(attention)([h, self.key_mask])
+        h = self.dropout(attention_name + "-Dropout", self.attention_dropout_rate)(h)
+        x = keras.layers.Add(name=attention_name + "-Add")([x, h])
+        feed_forward = FeedForward(self.intermediate_size, activation=self.hidden_act, use_bias=self.mlp_bias,
+                                   gated=True, chunk_size=self.feed_forward_chunk_size,
+                                   kernel_initializer=self.initializer, name=feed_forward_name)
+        h = self.recomputed(feed_forward)(self.norm(feed_forward_name + "-Norm")(x))
+        h = self.dropout(feed_forward_name + "-Dropout", self.mlp_dropout)(h)
+        return keras.layers.Add(name=feed_forward_name + "-Add")([x, h])
+
+    def apply_final_layers(self, x):
+        x = self.norm("Output-Norm")(x)
+        if not self.with_mlm:
+            return x
+        if self.gathered_mlm:
+            x = GatherPositions(name="MLM-Gather")([x, self.input_named("Input-Masked-Positions")])
+        x = keras.layers.Dense(self.hidden_size, activation=get_activation(self.classifier_activation),
+                               use_bias=self.classifier_bias, kernel_initializer=self.initializer,
+                               name="MLM-Dense")(x)
+        x = self.token_embedding(self.norm("MLM-Norm")(x), mode="dense")
+        if self.decoder_bias:
+            x = BiasAdd(name="MLM-Bias")(x)
+        activation = "softmax" if self.with_mlm is True else self.with_mlm
+        return keras.layers.Activation(activation, dtype="float32", name="MLM-Activation")(x)
+
+    # ---------------------------------------------------------- checkpoint I/O
+    def variable_mapping(self):
+        """``{layer: {weight: Hugging Face name (no 'model.' prefix) or (name, transform)}}``."""
+
+        def linear(prefix, bias):
+            return {"kernel": (prefix + ".weight", "transpose"), **({"bias": prefix + ".bias"} if bias else {})}
+
+        def norm(prefix):
+            return {"gamma": prefix + ".weight", **({"beta": prefix + ".bias"} if self.norm_bias else {})}
+
+        def sub(prefix, weights):
+            return {f"{prefix}.{path}": target for path, target in weights.items()}
+
+        mapping = {"Embedding-Token": {"embeddings": ("embeddings.tok_embeddings.weight", "keep_tokens")},
+                   "Embedding-Norm": norm("embeddings.norm")}
+        for index in range(self.num_hidden_layers):
+            attention_name, feed_forward_name = self.layer_names(index)
+            layer = f"layers.{index}."
+            if index:
+                mapping[attention_name + "-Norm"] = norm(layer + "attn_norm")
+            mapping[attention_name] = {**sub("qkv", linear(layer + "attn.Wqkv", self.attention_use_bias)),
+                                       **sub("output_dense", linear(layer + "attn.Wo", self.attention_use_bias))}
+            mapping[feed_forward_name + "-Norm"] = norm(layer + "mlp_norm")
+            mapping[feed_forward_name] = {**sub("intermediate_dense", linear(layer + "mlp.Wi", self.mlp_bias)),
+                                          **sub("output_dense", linear(layer + "mlp.Wo", self.mlp_bias))}
+        mapping["Output-Norm"] = norm("final_norm")
+        mapping["MLM-Dense"] = linear("head.dense", self.classifier_bias)
+        mapping["MLM-Norm"] = norm("head.norm")
+        mapping["MLM-Bias"] = {"bias": ("decoder.bias", "keep_tokens")}
+        return mapping
+
+    def load_weights_from_checkpoint(self, checkpoint_path):
+        """Load every mapped weight from a Hugging Face ModernBERT folder, checking names and shapes."""
+        reader = ModernBertReader(checkpoint_path)
+        if self.with_mlm and not reader.has_masked_lm_head():
+            raise ValueError(
+                f"{reader.path!r} holds no masked-LM head (architectures {reader.architectures}; it needs "
+                "head.* and decoder.* weights, as ModernBertForMaskedLM saves): build without with_mlm."
+            )
+        used = set()
+        for layer_name, path, variable, name, transform in self._mapped_weights():
+            used.add(name)
+            if name not in reader:
+                raise ValueError(
+                    f"{reader.path!r} has no weight {name!r} (nor 'model.{name}'), needed by layer {layer_name!r} "
+                    f"({path}). Check that config.json describes this file (its *_bias flags, num_hidden_layers)."
+                )
+            value = self._to_layer(reader.get(name), transform)
+            if value.shape != tuple(variable.shape):
+                raise ValueError(
+                    f"Shape mismatch: {reader.key(name)!r} in {reader.path!r} has shape {value.shape} (as the layer "
+                    f"sees it) but layer {layer_name!r} weight {path!r} has shape {tuple(variable.shape)}. Check that "
+                    "the build options (keep_tokens, hidden_size, ...) match config.json."
+                )
+            variable.assign(value.astype(variable.dtype))
+        unused = sorted(name for name in reader.encoder_names() if name not in used)
+        if unused:
+            raise ValueError(
+                f"{reader.path!r} has encoder weights this model has no place for: {unused[:5]}"
+                f"{' ...' if len(unused) > 5 else ''}. Check that config.json describes this file (its *_bias "
+                "flags, num_hidden_layers)."
+            )
+
+    def save_weights_as_checkpoint(self, checkpoint_path):
+        """Write a Hugging Face folder (``config.json`` + ``model.safetensors``) that transformers loads.
+
+        With ``with_mlm`` it is a ``ModernBertForMaskedLM`` folder (encoder names
+        prefixed with ``model.``), otherwise a ``ModernBertModel`` one.
+
+        Example:
+        >>> model = build_transformer_model(checkpoint_path="ModernBERT-base/", return_keras_model=False)  # doctest: +SKIP
+        >>> model.save_weights_as_checkpoint("ModernBERT-finetuned/")  # doctest: +SKIP
+        """
+        from safetensors.numpy import save_file
+
+        prefix = "model." if self.with_mlm else ""
+        tensors = {}
+        for _, _, variable, name, transform in self._mapped_weights():
+            value = keras.ops.convert_to_numpy(variable)
+            key = name if name.startswith(("head.", "decoder.")) else prefix + name
+            tensors[key] = np.ascontiguousarray(value.T if transform == "transpose" else value)
+        os.makedirs(checkpoint_path, exist_ok=True)
+        save_file(tensors, os.path.join(checkpoint_path, WEIGHT_FILENAME), metadata={"format": "pt"})
+        with open(os.path.join(checkpoint_path, "config.json"), "w", encoding="utf-8") as f:
+            json.dump(self.to_huggingface_config(), f, indent=2)
+
+    def to_huggingface_config(self):
+        """This model's ``config.json`` (the one it was read from, updated with its sizes and options)."""
+        config = dict(self.huggingface_config)
+        config.update(
+            model_type="modernbert",
+            architectures=["ModernBertForMaskedLM" if self.with_mlm else "ModernBertModel"],
+            vocab_size=self.vocab_size, hidden_size=self.hidden_size, num_hidden_layers=self.num_hidden_layers,
+            num_attention_heads=self.num_attention_heads, intermediate_size=self.intermediate_size,
+            hidden_activation=self.hidden_act, max_position_embeddings=self.max_position,
+            norm_eps=self.layer_norm_epsilon, pad_token_id=self.pad_token_id, local_attention=self.local_attention,
+            layer_types=self.layer_types, norm_bias=self.norm_bias, attention_bias=self.attention_use_bias,
+            mlp_bias=self.mlp_bias, classifier_bias=self.classifier_bias, decoder_bias=self.decoder_bias,
+            classifier_activation=self.classifier_activation, tie_word_embeddings=True,
+            rope_parameters={"full_attention": {"rope_type": "default", "rope_theta": self.global_rope_theta},
+                             "sliding_attention": {"rope_type": "default", "rope_theta": self.local_rope_theta}},
+        )
+        for old in ("global_rope_theta", "local_rope_theta"):  # superseded by rope_parameters
+            config.pop(old, None)
+        return config
+
+
+class ModernBertReader:
+    """A ModernBERT ``model.safetensors`` read with safetensors' numpy API, by name without ``model.``.
+
+    Example:
+    >>> from bert4long.modernbert import ModernBertReader
+    >>> reader = ModernBertReader("ModernBERT-base/")  # doctest: +SKIP
+    >>> reader.get("layers.0.attn.Wqkv.weight").shape  # doctest: +SKIP
+    (2304, 768)
+    """
+
+    def __init__(self, folder):
+        from safetensors import safe_open
+
+        self.path = os.path.join(folder, WEIGHT_FILENAME)
+        if not os.path.isfile(self.path):
+            found = ", ".join(sorted(os.listdir(folder))) if os.path.isdir(folder) else "not a folder"
+            raise FileNotFoundError(
+                f"No {WEIGHT_FILENAME} in {folder!r} (found: {found}). bert4long reads safetensors without PyTorch; "
+                "convert a pytorch_model.bin folder once with transformers: python -c \"from transformers import "
+                f"AutoModelForMaskedLM as M; M.from_pretrained('{folder}').save_pretrained('{folder}')\""
+            )
+        with open(os.path.join(folder, "config.json"), encoding="utf-8") as f:
+            self.architectures = json.load(f).get("architectures") or []
+        self._file = safe_open(self.path, framework="numpy")
+        keys = self._file.keys()
+        self._keys = {key.removeprefix("model."): key for key in keys}
+
+    def __contains__(self, name):
+        return name in self._keys
+
+    def key(self, name):
+        return self._keys[name]
+
+    def get(self, name):
+        return self._file.get_tensor(self._keys[name])
+
+    def encoder_names(self):
+        """Names of the encoder's weights (not the task heads: ``head.``, ``decoder.``, ``classifier.``)."""
+        return [name for name in self._keys if not name.startswith(("head.", "decoder.", "classifier."))]
+
+    def has_masked_lm_head(self):
+        if self.architectures:
+            return any(a.endswith("ForMaskedLM") for a in self.architectures)
+        return "decoder.bias" in self or "decoder.weight" in self

@@ -1,0 +1,76 @@
+"""SIGTERM and Ctrl-C during training: finish the current step, save a checkpoint, stop with one line."""
+import contextlib
+import signal
+import threading
+
+import keras
+
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
+
+
+class TrainingInterrupted(Exception):
+    """Training stopped on a signal after saving its state; ``exit_code`` is ``128 + signal``."""
+
+    def __init__(self, message, signum):
+        super().__init__(message)
+        self.signum = signum
+        self.exit_code = 128 + signum
+
+
+class StopOnSignal(keras.callbacks.Callback):
+    """Ask ``fit`` to stop at the next step boundary once `received` is set; count the steps done."""
+
+    def __init__(self):
+        super().__init__()
+        self.received = None
+        self.batches = 0
+
+    def on_train_begin(self, logs=None):
+        self.batches = 0
+
+    def on_train_batch_end(self, batch, logs=None):
+        self.batches = batch + 1
+        if self.received is not None:
+            self.model.stop_training = True
+
+
+@contextlib.contextmanager
+def signals_to(stopper):
+    """While inside, SIGTERM/SIGINT set ``stopper.received`` instead of killing; a second one stops at once.
+
+    Signal handlers live in the main thread only; elsewhere this does nothing.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        yield stopper
+        return
+
+    def handler(signum, frame):
+        if stopper.received is not None:
+            raise KeyboardInterrupt(f"second {signal.Signals(signum).name}: stopped without saving")
+        stopper.received = signum
+
+    previous = {s: signal.signal(s, handler) for s in STOP_SIGNALS}
+    try:
+        yield stopper
+    finally:
+        for s, old in previous.items():
+            signal.signal(s, old)
+
+
+@contextlib.contextmanager
+def sigterm_stops(command="bert4long"):
+    """While inside, SIGTERM raises `TrainingInterrupted` (a clean stop) instead of killing the process at once;
+    `signals_to` replaces this during training steps, so there the step finishes and is saved first."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def handler(signum, frame):
+        raise TrainingInterrupted(f"SIGTERM received: {command} stopped outside a training step (nothing new to "
+                                  "save); run the same command again to continue.", signum)
+
+    previous = signal.signal(signal.SIGTERM, handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
