@@ -4,12 +4,7 @@ A BERT encoder whose attention is block-sparse (``attention_type='block_sparse'`
 window, random and global blocks; see `bert4long.attention.block_sparse`) or full
 (``'original_full'``); docs/long_encoders.md.
 """
-from bert4long.hf_folder import (
-    HuggingFaceFamily,
-    dense_weights,
-    norm_weights,
-    read_config_json,
-)
+from bert4long.hf_folder import HuggingFaceFamily, dense_weights, norm_weights
 from bert4long.layers import MultiHeadAttention
 from bert4long.models import BERT
 
@@ -55,9 +50,8 @@ class BigBird(HuggingFaceFamily, BERT):
         self.layer_indices = {self.layer_names(index)[0]: index for index in range(self.num_hidden_layers)}
 
     @classmethod
-    def read_huggingface_config(cls, path):
-        """``config.json`` -> builder arguments."""
-        hf = read_config_json(path)
+    def from_huggingface_config(cls, hf):
+        """`build_transformer_model` keyword arguments from a BigBird ``config.json`` dict."""
         if not hf.get("use_bias", True) or hf.get("rescale_embeddings", False) or hf.get("is_decoder", False):
             raise ValueError("bert4long builds BigBird encoders with biased query/key/value and unscaled embeddings "
                              "(use_bias=True, rescale_embeddings=False, is_decoder=False), as the released BigBird "
