@@ -11,6 +11,8 @@ def add_export_arguments(parser):
     parser.add_argument("--with-mlm", action="store_true", help="include the MLM head (mlm_output)")
     parser.add_argument("--with-pool", action="store_true", help="include the pooler (pooled_output)")
     parser.add_argument("--out", required=True, help="export folder")
+    parser.add_argument("--max-length", type=int,
+                        help="longest request served (default: what the model can place, n or n^2 hierarchical)")
 
 
 def run_export(args):
@@ -19,7 +21,7 @@ def run_export(args):
 
     model = build_transformer_model(args.config, args.checkpoint, with_mlm=args.with_mlm, with_pool=args.with_pool,
                                     **model_kwargs(args))
-    names = export_saved_model(model, args.out)
+    names = export_saved_model(model, args.out, max_length=args.max_length)
     print(f"SavedModel written to {os.path.abspath(args.out)}; serving_default outputs: {', '.join(names)}")
 
 

@@ -25,6 +25,11 @@ def find_vocab(args):
 
 
 def tokenizer_for(args):
+    """The WordPiece tokenizer of --vocab, refused up front if its size is not the checkpoint's vocabulary."""
+    from bert4long.models import check_vocab_size
     from bert4long.tokenizers import Tokenizer
 
-    return Tokenizer(find_vocab(args), do_lower_case=True)
+    vocab = find_vocab(args)
+    tokenizer = Tokenizer(vocab, do_lower_case=True)
+    check_vocab_size(tokenizer.vocab_size, args.config, args.checkpoint, vocab_path=vocab)
+    return tokenizer
