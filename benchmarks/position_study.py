@@ -142,8 +142,8 @@ def build(args, checkpoint, method, length):
     from bert4long.training import build_mlm_model
 
     kwargs = parse_method(method, length)
-    if args.quick:
-        kwargs["dropout_rate"] = 0.0
+    if args.dropout is not None:
+        kwargs["dropout_rate"] = args.dropout
     model, builder, _ = build_mlm_model(args.config, checkpoint, **kwargs)
     return model, builder
 
@@ -324,7 +324,8 @@ def state_folder(args, method):
 def train_turn(args, data, masker, sequences, results, method, turn_steps):
     """Advance ``method``'s continued MLM by up to ``turn_steps`` steps, resuming its saved state.
 
-    The state (weights, AdamW slots, schedule step, dropout RNG) is saved under
+    The state (weights, AdamW slots, schedule step, and the dropout step counters of
+    bert4long's seeded dropout, which are weights) is saved under
     `state_folder` after every --eval-every steps, before that point is evaluated, so
     an interruption loses at most one interval. Without a state but with a curve in the
     JSON (the run folder did not survive), the steps are trained again from the base
@@ -460,6 +461,8 @@ def main(argv=None):
     parser.add_argument("--base-checkpoint", dest="ready_base", default=None,
                         help="a ready Google-layout MLM checkpoint folder (bert_config.json, bert_model.ckpt.*, "
                              "cls/predictions/*) trained on every article but HELD_OUT_ARTICLES: no base stage")
+    parser.add_argument("--dropout", type=float, default=None, help="dropout rate (default: the checkpoint's; "
+                        "0 with --quick)")
     parser.add_argument("--no-xla", dest="xla", action="store_false", help="train without XLA")
     parser.add_argument("--out", default=None)
     parser.add_argument("--run-dir", default=None, help="base and training states (default runs/position_study)")
@@ -469,7 +472,8 @@ def main(argv=None):
     if args.quick:  # tiny sizes, except what the command line sets
         quick = {"base_length": 32, "long_length": 64, "batch": 2, "eval_batch": 2, "eval_sequences": 2,
                  "head_steps": 1, "base_steps": 1, "base_eval_every": 1, "train_steps": 2, "eval_every": 1,
-                 "alphas": [0.4], "train_methods": ["hierarchical-0.4"], "max_articles": 12, "attention_methods": []}
+                 "alphas": [0.4], "train_methods": ["hierarchical-0.4"], "max_articles": 12, "attention_methods": [],
+                 "dropout": 0.0}
         for name, value in quick.items():
             if getattr(args, name) == parser.get_default(name):
                 setattr(args, name, value)

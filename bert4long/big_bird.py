@@ -4,12 +4,7 @@ A BERT encoder whose attention is block-sparse (``attention_type='block_sparse'`
 window, random and global blocks; see `bert4long.attention.block_sparse`) or full
 (``'original_full'``); docs/long_encoders.md.
 """
-from bert4long.hf_folder import (
-    HuggingFaceFamily,
-    dense_weights,
-    norm_weights,
-    read_config_json,
-)
+from bert4long.hf_folder import HuggingFaceFamily, dense_weights, norm_weights
 from bert4long.layers import MultiHeadAttention
 from bert4long.models import BERT
 
@@ -45,20 +40,9 @@ class BigBird(HuggingFaceFamily, BERT):
     def __init__(self, block_size=64, num_random_blocks=3, attention_type="block_sparse", **kwargs):
         if attention_type not in ATTENTION_TYPES:
             raise ValueError(f"attention_type must be one of {ATTENTION_TYPES}, got {attention_type!r}.")
-        for option in ("hierarchical_position", "position_extension", "custom_position_ids"):
-            if kwargs.get(option) not in (None, False, "none"):
-                raise ValueError(f"model_type='big_bird' reads its trained position table as it is; {option} does "
-                                 "not apply.")
         if kwargs.get("application", "encoder") != "encoder" or kwargs.get("attention", "full") != "full":
             raise ValueError("BigBird checkpoints are bidirectional encoders with their own attention: build them "
                              "with application='encoder' and no attention= option (attention_type picks it).")
-        sequence_length, max_position = kwargs.get("sequence_length"), kwargs.get("max_position", 4096)
-        if sequence_length is not None and sequence_length > max_position:
-            raise ValueError(
-                f"sequence_length={sequence_length} is longer than the {max_position} positions this BigBird was "
-                "trained with (max_position_embeddings). Split the text into chunks, read it with "
-                "bert4long.recurrence.SegmentRecurrentEncoder, or extend the position table first."
-            )
         super().__init__(**kwargs)
         self.block_size = block_size
         self.num_random_blocks = num_random_blocks
@@ -66,9 +50,8 @@ class BigBird(HuggingFaceFamily, BERT):
         self.layer_indices = {self.layer_names(index)[0]: index for index in range(self.num_hidden_layers)}
 
     @classmethod
-    def read_huggingface_config(cls, path):
-        """``config.json`` -> builder arguments."""
-        hf = read_config_json(path)
+    def from_huggingface_config(cls, hf):
+        """`build_transformer_model` keyword arguments from a BigBird ``config.json`` dict."""
         if not hf.get("use_bias", True) or hf.get("rescale_embeddings", False) or hf.get("is_decoder", False):
             raise ValueError("bert4long builds BigBird encoders with biased query/key/value and unscaled embeddings "
                              "(use_bias=True, rescale_embeddings=False, is_decoder=False), as the released BigBird "

@@ -18,16 +18,6 @@ import numpy as np
 from bert4long.huggingface import WEIGHT_FILENAME
 
 
-def read_config_json(path):
-    """The ``config.json`` of a folder (or the file itself) as a dict."""
-    config_file = os.path.join(path, "config.json") if os.path.isdir(path) else path
-    if not os.path.isfile(config_file):
-        raise FileNotFoundError(f"Not a Hugging Face model folder: {config_file!r} does not exist (a folder needs "
-                                "config.json and model.safetensors).")
-    with open(config_file, encoding="utf-8") as f:
-        return json.load(f)
-
-
 class SafetensorsFolder:
     """``model.safetensors`` of a folder, by tensor name with the task prefix removed.
 

@@ -5,6 +5,7 @@ tokens, half on each side) plus global tokens with their own projections; see
 `bert4long.attention.longformer.LongformerAttention` and docs/long_encoders.md.
 """
 import keras
+import tensorflow as tf
 from keras import ops
 
 from bert4long.hf_folder import (
@@ -20,6 +21,11 @@ from bert4long.models import BERT
 class RobertaPositionIds(keras.layers.Layer):
     """RoBERTa's position ids from token ids: real tokens count from ``pad_token_id + 1``, padding gets ``pad_token_id``.
 
+    Args:
+        pad_token_id: the padding id (1 in RoBERTa vocabularies).
+        max_length: longest input the position table places (None: no check);
+            longer inputs raise an error naming the options.
+
     Example:
     >>> import numpy as np
     >>> from bert4long.longformer import RobertaPositionIds
@@ -27,20 +33,30 @@ class RobertaPositionIds(keras.layers.Layer):
     [[2, 3, 4, 1, 1]]
     """
 
-    def __init__(self, pad_token_id=1, **kwargs):
+    def __init__(self, pad_token_id=1, max_length=None, **kwargs):
         super().__init__(**kwargs)
         self.pad_token_id = pad_token_id
+        self.max_length = max_length
 
     def call(self, token_ids):
-        real = ops.cast(ops.not_equal(token_ids, self.pad_token_id), "int32")
-        return ops.cumsum(real, axis=1) * real + self.pad_token_id
+        length = token_ids.shape[1] if token_ids.shape[1] is not None else ops.shape(token_ids)[1]
+        message = (f"Sequence of {{}} tokens is longer than the {self.max_length} positions this model was trained "
+                   "with: split the document into chunks (or read it with bert4long.recurrence), or truncate it.")
+        checks = []
+        if self.max_length is not None and isinstance(length, int) and length > self.max_length:
+            raise ValueError(message.format(length))
+        if self.max_length is not None and not isinstance(length, int):
+            checks.append(tf.debugging.assert_less_equal(length, self.max_length, message=message.format("this")))
+        with tf.control_dependencies(checks):
+            real = ops.cast(ops.not_equal(token_ids, self.pad_token_id), "int32")
+            return ops.cumsum(real, axis=1) * real + self.pad_token_id
 
     def compute_output_spec(self, token_ids):
         return keras.KerasTensor(token_ids.shape, dtype="int32")
 
     def get_config(self):
         config = super().get_config()
-        config.update(pad_token_id=self.pad_token_id)
+        config.update(pad_token_id=self.pad_token_id, max_length=self.max_length)
         return config
 
 
@@ -98,7 +114,7 @@ class Longformer(HuggingFaceFamily, BERT):
             raise ValueError(
                 f"sequence_length={sequence_length} is longer than the {max_position} positions this Longformer "
                 "was trained with (max_position_embeddings minus pad_token_id + 1). Split the text into chunks, "
-                "read it with bert4long.recurrence.SegmentRecurrentEncoder, or extend the position table first."
+                "read it with bert4long.recurrence.SegmentRecurrentEncoder, or truncate it."
             )
         super().__init__(**kwargs)
         self.attention_window = windows
@@ -136,7 +152,8 @@ class Longformer(HuggingFaceFamily, BERT):
         }
 
     def apply_position_embeddings(self, x):
-        position_ids = RobertaPositionIds(self.pad_token_id, name="Embedding-Position-Ids")(self.inputs[0])
+        position_ids = RobertaPositionIds(self.pad_token_id, self.max_position, name="Embedding-Position-Ids")(
+            self.inputs[0])
         positions = keras.layers.Embedding(
             self.max_position + self.pad_token_id + 1,
             self.embedding_size,

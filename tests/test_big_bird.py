@@ -86,6 +86,24 @@ def test_pooler_and_training_random_blocks_equal_transformers(folders):
     assert np.abs(trained - model.predict(inputs, verbose=0)).max() > 1e-3  # the training blocks differ
 
 
+def test_training_gradients_equal_transformers(folders):
+    """Gradients of the same weighted sum of hidden states (training pattern, dropout 0), for layer 0's query."""
+    import tensorflow as tf
+
+    ids, mask = batch(50, seed=1)
+    weights = np.random.default_rng(2).standard_normal((3, 50, 32)).astype("float32")
+    torch_model = transformers.BigBirdModel.from_pretrained(folders["base"]).train()
+    hidden = torch_model(input_ids=torch.tensor(ids), attention_mask=torch.tensor(mask)).last_hidden_state
+    (hidden * torch.tensor(weights)).sum().backward()
+    expected = torch_model.encoder.layer[0].attention.self.query.weight.grad.numpy().T
+    model = build_transformer_model(checkpoint_path=folders["base"], attention_mask_input=True)
+    variable = model.get_layer("Transformer-0-MultiHeadSelfAttention").q_dense.kernel
+    with tf.GradientTape() as tape:
+        loss = tf.reduce_sum(model([ids, ids * 0, mask], training=True) * weights)
+    np.testing.assert_allclose(tape.gradient(loss, variable).numpy(), expected, atol=TOL, rtol=0)
+    assert np.abs(expected).max() > 1e-2
+
+
 def test_exported_saved_model_switches_by_length_and_save_back(folders, tmp_path):
     import keras
     import tensorflow as tf
@@ -109,7 +127,7 @@ def test_exported_saved_model_switches_by_length_and_save_back(folders, tmp_path
 
 
 def test_bad_configs_are_named(folders, tmp_path):
-    with pytest.raises(ValueError, match="sequence_length=200 is longer than the 128 positions"):
+    with pytest.raises(ValueError, match="sequence_length=200 is longer than the 128 positions.*hierarchical"):
         build_transformer_model(checkpoint_path=folders["mlm"], sequence_length=200)
     with pytest.raises(ValueError, match="no attention= option"):
         build_transformer_model(checkpoint_path=folders["mlm"], attention="sliding_window")

@@ -113,3 +113,29 @@ def test_interrupted_cli_run_resumes_bit_identical(tiny_bert, tmp_path, monkeypa
         np.testing.assert_array_equal(a.get_tensor(name), b.get_tensor(name), err_msg=name)
     summary = json.loads((tmp_path / "b" / "summary.json").read_text())
     assert summary["start_step"] == 2
+
+
+def test_finetune_integer_labels_then_predict(tiny_bert, tmp_path, capsys):
+    """Integer labels with a labels file "0"/"1", trained through the shuffled order, then `predict` over a
+    folder writes one line per document with a label and probabilities that sum to 1."""
+    from bert4long.cli import main
+
+    _, checkpoint, _ = tiny_bert
+    train = tmp_path / "train.jsonl"
+    train.write_text("".join(json.dumps({"text": " ".join(f"w{(i * 3 + j) % 30}" for j in range(20)),
+                                         "label": i % 2}) + "\n" for i in range(6)))
+    (tmp_path / "labels.txt").write_text("0\n1\n")
+    assert main(["finetune", "--checkpoint", checkpoint, "--train", str(train), "--valid", str(train),
+                 "--labels", str(tmp_path / "labels.txt"), "--seq-len", "16", "--batch-size", "4", "--steps", "2",
+                 "--save-every", "2", "--out", str(tmp_path / "run"), "--no-xla", "--quiet"]) == 0
+    assert "validation accuracy" in capsys.readouterr().out
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    for i in range(3):
+        (docs / f"d{i}.txt").write_text("w1 w2 w3 " * (5 + 20 * i))  # up to 183 tokens: longer than 16
+    assert main(["predict", "--run", str(tmp_path / "run"), "--input", str(docs),
+                 "--output", str(tmp_path / "out.jsonl"), "--batch-size", "2"]) == 0
+    lines = [json.loads(line) for line in (tmp_path / "out.jsonl").read_text().splitlines()]
+    assert [line["source"] for line in lines] == ["d0.txt", "d1.txt", "d2.txt"]
+    assert all(line["label"] in ("0", "1") and abs(sum(line["probabilities"].values()) - 1) < 1e-5
+               for line in lines)

@@ -79,7 +79,7 @@ def test_hierarchical_position_bare_is_0_4_and_maps_to_the_model():
 
 @pytest.mark.parametrize("extra, message", [
     (["--model", "gpt"], "--model 'gpt' is unknown: choose one of ['albert', 'albert_unshared', 'bert', 'electra'"),
-    (["--attention", "linear"], "Unknown attention 'linear'. Choose one of ['bigbird', 'chunked', 'full', 'lsh'"),
+    (["--attention", "linear"], "Unknown attention 'linear'. Choose one of ['bigbird', "),
     (["--attention", "sliding_window", "--attention-config", "windw=8"],
      "sliding_window has no option 'windw'; its options (with defaults): window=512, dilation=1"),
     (["--attention", "sliding_window", "--attention-config", "window=7"], "window"),
@@ -134,6 +134,13 @@ def test_wrong_paths_are_named(capsys, tiny_bert, corpus_file, tmp_path):
     status, err = refused(capsys, ["evaluate", "--checkpoint", checkpoint, "--corpus", corpus_file, "--seq-len", "16",
                                    "--vocab", str(tmp_path / "v.txt")])
     assert status == 1 and f"--vocab {str(tmp_path / 'v.txt')!r}: no such file" in err
+    roberta = tmp_path / "roberta"
+    roberta.mkdir()
+    for name in ("config.json", "vocab.json", "merges.txt"):
+        (roberta / name).write_text("{}")
+    status, err = refused(capsys, ["predict", "--checkpoint", str(roberta), "--input", corpus_file,
+                                   "--output", str(tmp_path / "o.jsonl")])
+    assert status == 1 and "byte-level BPE vocabulary (vocab.json + merges.txt" in err and "--vocab" in err
 
 
 def test_binary_corpus_error_names_an_option_that_exists(capsys, tiny_bert, tmp_path):

@@ -86,6 +86,30 @@ def test_mlm_logits_and_hidden_states_equal_transformers(folders):
     assert np.abs(local_only - hidden).max() > 1e-3  # the global tokens matter
 
 
+def test_gradients_equal_transformers(folders):
+    """Gradients of the same weighted sum of MLM logits, for a local and a global projection."""
+    import tensorflow as tf
+
+    folder, torch_model = folders["mlm"]
+    ids, mask, global_mask = batch()
+    weights = np.random.default_rng(1).standard_normal((3, LENGTH, 60)).astype("float32")
+    torch_model.zero_grad()
+    logits = torch_model(input_ids=torch.tensor(ids), attention_mask=torch.tensor(mask),
+                         global_attention_mask=torch.tensor(global_mask)).logits
+    (logits * torch.tensor(weights)).sum().backward()
+    layers = torch_model.longformer.encoder.layer
+    expected = [layers[0].attention.self.query.weight.grad.numpy().T,
+                layers[1].attention.self.query_global.weight.grad.numpy().T]
+    model = build_transformer_model(checkpoint_path=folder, with_mlm="linear", attention_mask_input=True)
+    variables = [model.get_layer("Transformer-0-MultiHeadSelfAttention").q_dense.kernel,
+                 model.get_layer("Transformer-1-MultiHeadSelfAttention").kernel.query_global.kernel]
+    with tf.GradientTape() as tape:
+        loss = tf.reduce_sum(model([ids, np.zeros_like(ids), mask * (global_mask + 1)]) * weights)
+    for grad, reference_grad in zip(tape.gradient(loss, variables), expected):
+        np.testing.assert_allclose(grad.numpy(), reference_grad, atol=TOL, rtol=0)
+        assert np.abs(reference_grad).max() > 1e-2
+
+
 def test_unprefixed_model_with_pooler_and_padding_from_token_ids(folders):
     folder, torch_model = folders["base"]
     ids, mask, _ = batch()
@@ -144,6 +168,9 @@ def test_bad_folders_and_options_are_named(folders, tmp_path):
         build_transformer_model(checkpoint_path=bin_only)
     with pytest.raises(ValueError, match="sequence_length=100 is longer than the 78 positions"):
         build_transformer_model(checkpoint_path=folder, sequence_length=100)
+    model = build_transformer_model(checkpoint_path=folder)
+    with pytest.raises(ValueError, match="Sequence of 79 tokens is longer than the 78 positions.*chunks"):
+        model([np.zeros((1, 79), "int32")] * 2)
     unknown = copy_folder(folder, tmp_path / "unknown", {"model_type": "reformer"}, weights=False)
     with pytest.raises(ValueError, match="'reformer'.*'longformer'"):
         build_transformer_model(checkpoint_path=unknown)

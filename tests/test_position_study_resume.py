@@ -43,7 +43,7 @@ def runs(tmp_path_factory):
     shutil.copy(tmp / "made" / "bert_config.json", base / "bert_config.json")
     # lr 1e-2: a lost optimizer state or schedule step changes the final numbers visibly
     train = ["--quick", "--base-checkpoint", str(base), "--stage", "train", "--train-steps", "4", "--eval-every", "2",
-             "--train-lr", "1e-2", "--train-methods", *METHODS]
+             "--train-lr", "1e-2", "--dropout", "0.1", "--train-methods", *METHODS]
 
     def run(name, *extra):
         study.main([*train, *extra, "--run-dir", str(tmp / name), "--out", str(tmp / f"{name}.json")])

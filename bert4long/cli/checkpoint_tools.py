@@ -3,7 +3,7 @@ import os
 import tempfile
 
 from bert4long.cli.inputs import check_checkpoint, max_position_of
-from bert4long.cli.options import add_model_arguments, check_model_options, model_kwargs
+from bert4long.cli.options import add_model_arguments, check_model_options, model_kwargs, positive_int
 from bert4long.cli.output_guard import add_overwrite_argument
 
 ESTIMATED_LENGTHS = (512, 1024, 2048, 4096, 8192, 16384, 32768)
@@ -27,6 +27,8 @@ def add_export_arguments(parser):
     parser.add_argument("--with-pool", action="store_true", help="include the pooler (pooled_output)")
     parser.add_argument("--out", required=True, help="export folder")
     add_overwrite_argument(parser)
+    parser.add_argument("--max-length", type=positive_int,
+                        help="longest request served (default: what the model can place, n or n^2 hierarchical)")
 
 
 def run_export(args):
@@ -37,7 +39,7 @@ def run_export(args):
     check_model_options(args, max_position_of(args), check_length=False)  # the export reads any length
     model = build_transformer_model(args.config, args.checkpoint, with_mlm=args.with_mlm, with_pool=args.with_pool,
                                     **model_kwargs(args))
-    names = export_saved_model(model, args.out, overwrite=args.overwrite)
+    names = export_saved_model(model, args.out, max_length=args.max_length, overwrite=args.overwrite)
     print(f"SavedModel written to {os.path.abspath(args.out)}; serving_default outputs: {', '.join(names)}")
 
 

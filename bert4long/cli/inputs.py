@@ -100,9 +100,14 @@ def lower_case_for(args, vocab_path):
 
 
 def tokenizer_for(args, vocab_path=None):
-    """The WordPiece tokenizer of the checkpoint's vocab; sets ``args.lower_case`` to the casing chosen."""
+    """The WordPiece tokenizer of the checkpoint's vocab, refused up front if its size is not the checkpoint's
+    vocabulary; sets ``args.lower_case`` to the casing chosen."""
+    from bert4long.models import check_vocab_size
     from bert4long.tokenizers import Tokenizer
 
     vocab_path = vocab_path or find_vocab(args)
     args.lower_case = lower_case_for(args, vocab_path)
-    return Tokenizer(vocab_path, do_lower_case=args.lower_case)
+    tokenizer = Tokenizer(vocab_path, do_lower_case=args.lower_case)
+    if getattr(args, "checkpoint", None) or getattr(args, "config", None):
+        check_vocab_size(tokenizer.vocab_size, args.config, args.checkpoint, vocab_path=vocab_path)
+    return tokenizer

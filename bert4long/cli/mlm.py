@@ -25,7 +25,7 @@ from bert4long.cli.options import (
     non_negative_int,
     positive_int,
 )
-from bert4long.cli.run_folder import print_summary, run_settings, saved_line, write_bert_config
+from bert4long.cli.run_folder import print_summary, run_settings, saved_line
 from bert4long.outputs import atomic_write, write_text_atomically
 
 DEMO_SEQ_LEN = 2048
@@ -205,7 +205,7 @@ def run_pretrain(args):
     if is_chief(strategy):
         prefix = os.path.join(args.out, "bert_model.ckpt")
         builder.save_weights_as_checkpoint(prefix)
-        write_bert_config(builder, os.path.join(args.out, "bert_config.json"))
+        builder.write_config(os.path.join(args.out, "bert_config.json"))
         atomic_write(os.path.join(args.out, "vocab.txt"), lambda tmp: shutil.copyfile(find_vocab(args), tmp))
         keras_path = os.path.join(args.out, "model.keras")
         atomic_write(keras_path, model.save, suffix=".keras")

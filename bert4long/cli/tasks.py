@@ -203,8 +203,9 @@ def add_predict_arguments(parser):
     casing.add_argument("--uncased", dest="lower_case", action="store_true")
     parser.add_argument("--input", required=True, help="folder of text files or a .jsonl file")
     parser.add_argument("--output", required=True, help="the .jsonl to write")
-    parser.add_argument("--seq-len", type=positive_int, default=512,
-                        help="--checkpoint only: window length (default 512); a --run uses its own")
+    parser.add_argument("--seq-len", type=positive_int,
+                        help="--checkpoint only: window length (default: the checkpoint's trained length, or 512); "
+                             "a --run uses its own")
     parser.add_argument("--batch-size", type=positive_int, default=8, help="documents per batch (default 8)")
     add_reading_arguments(parser)
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
@@ -249,6 +250,11 @@ def run_predict(args):
     else:
         check_checkpoint(args)
         task, settings = "embed", None
+        trained = max_position_of(args)
+        args.seq_len = args.seq_len or trained or 512
+        if trained and args.seq_len > trained:
+            raise ValueError(f"--seq-len {args.seq_len} is longer than the {trained} positions of --checkpoint: use "
+                             f"--seq-len {trained} or less (a longer document is read in several windows)")
     items, sources = _read_inputs(args, task)
     tokenizer = tokenizer_for(args)
     if task == "embed":

@@ -47,7 +47,7 @@ def dtype_policy(policy):
         keras.config.set_dtype_policy(previous)
 
 
-def build_mlm_model(config_path=None, checkpoint_path=None, precision=None, **kwargs):
+def build_mlm_model(config_path=None, checkpoint_path=None, precision=None, partial_load=False, **kwargs):
     """A BERT with the gathered MLM head (logits), loaded from a Google checkpoint or HF folder.
 
     A checkpoint without MLM head (e.g. a Hugging Face sentence encoder) loads the
@@ -69,12 +69,12 @@ def build_mlm_model(config_path=None, checkpoint_path=None, precision=None, **kw
         has_head = True
         if checkpoint_path is not None:
             try:
-                builder.load_weights_from_checkpoint(checkpoint_path)
+                builder.load_weights_from_checkpoint(checkpoint_path, partial_load=partial_load)
             except ValueError as error:
                 if "'cls/predictions" not in str(error):
                     raise
                 has_head = False
-                encoder = build_transformer_model(config_path, checkpoint_path, **{
+                encoder = build_transformer_model(config_path, checkpoint_path, partial_load=partial_load, **{
                     k: v for k, v in kwargs.items() if k not in ("recompute",)})
                 for layer in encoder.layers:
                     if layer.weights:
