@@ -80,6 +80,12 @@ def test_mixed_float16_trains_with_padding(name, config_path):
     assert 0 < int(model.optimizer.iterations) < 8, int(model.optimizer.iterations)
 
 
+def test_every_registered_kernel_is_covered():
+    from bert4long.attention.base import _KERNELS
+
+    assert sorted(_KERNELS) == sorted(KERNELS), "add the new kernel (a tiny config) to KERNELS above"
+
+
 def test_masked_scores_stay_float32_in_the_softmax():
     """The float16 scores of a padded row, masked with -1e12, give float32 probabilities, no nan."""
     from bert4long.attention import get_attention_kernel
