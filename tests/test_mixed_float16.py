@@ -24,6 +24,8 @@ KERNELS = {
     "bigbird": {"block_size": 4, "num_random_blocks": 1, "seed": 2},
     "performer": {"num_features": 16, "block_size": 8, "seed": 1},
     "lsh": {"bucket_size": 4, "num_buckets": 4, "num_hashes": 1, "seed": 1},
+    "longformer": {"window": 8},
+    "block_sparse": {"block_size": 4, "num_random_blocks": 1, "num_heads": 2, "max_position": 64},
 }
 
 
