@@ -8,6 +8,7 @@ kernel's constructor, still before any weight is loaded.
 import argparse
 import ast
 import inspect
+import math
 
 HIERARCHICAL_ALPHA = 0.4
 POSITION_EXTENSIONS = ("hierarchical", "copy", "interpolate")
@@ -24,14 +25,13 @@ def _number(kind, test, requirement):
             raise argparse.ArgumentTypeError(f"must be {requirement}, got {text}")
         return value
 
-    parse.__name__ = requirement  # argparse names the type in some messages
     return parse
 
 
 positive_int = _number(int, lambda v: v >= 1, "a positive integer (1 or more)")
 non_negative_int = _number(int, lambda v: v >= 0, "an integer >= 0")
-positive_float = _number(float, lambda v: v > 0, "a number > 0")
-non_negative_float = _number(float, lambda v: v >= 0, "a number >= 0")
+positive_float = _number(float, lambda v: 0 < v < math.inf, "a finite number > 0")
+non_negative_float = _number(float, lambda v: 0 <= v < math.inf, "a finite number >= 0")
 fraction = _number(float, lambda v: 0 <= v < 1, "a fraction in [0, 1)")
 sequence_length = _number(int, lambda v: v >= 8, "a sequence length of at least 8 tokens")
 
