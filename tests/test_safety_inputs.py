@@ -158,3 +158,18 @@ def test_saved_model_refuses_what_it_cannot_serve(tiny_bert, tmp_path):
     assert "Embedding-Segment" in answers["segment"]
     assert "segment_ids must have the shape of token_ids" in answers["batch"]
     assert "longer than the 12 tokens" in answers["length"]
+
+
+def test_checked_model_survives_keras_save_and_load(tmp_path):
+    import keras
+
+    model = build_transformer_model(vocab_size=10, hidden_size=8, num_hidden_layers=1, num_attention_heads=2,
+                                    intermediate_size=16, max_position=8)
+    model.save(tmp_path / "m.keras")
+    loaded = keras.models.load_model(tmp_path / "m.keras")
+    assert type(loaded).__name__ == "CheckedModel"
+    x = [np.array([[1, 2, 3]], "int32"), np.zeros((1, 3), "int32")]
+    np.testing.assert_array_equal(loaded(x), model(x))
+    loaded.compile(loss="mse", jit_compile=True)
+    with pytest.raises(ValueError, match=r"'Input-Token' holds 12 \(example 0, position 1\), outside \[0, 10\)"):
+        loaded.predict([np.array([[1, 12, 3]], "int32"), x[1]], verbose=0)
