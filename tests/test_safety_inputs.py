@@ -173,3 +173,24 @@ def test_checked_model_survives_keras_save_and_load(tmp_path):
     loaded.compile(loss="mse", jit_compile=True)
     with pytest.raises(ValueError, match=r"'Input-Token' holds 12 \(example 0, position 1\), outside \[0, 10\)"):
         loaded.predict([np.array([[1, 12, 3]], "int32"), x[1]], verbose=0)
+
+
+def test_cli_refuses_another_vocab_size_and_an_export_cap_above_the_table(tiny_bert, tmp_path, capsys):
+    from bert4long.cli import main
+
+    config, checkpoint, vocab = tiny_bert
+    bigger = tmp_path / "vocab.txt"   # the case: a vocab.txt of another model (here 100 entries, model 64)
+    with open(vocab, encoding="utf-8") as f:
+        bigger.write_text(f.read() + "".join(f"extra{i}\n" for i in range(36)))
+    (tmp_path / "train.jsonl").write_text('{"text": "w1 w2", "label": "a"}\n')
+    (tmp_path / "labels.txt").write_text("a\nb\n")
+    code = main(["finetune", "--checkpoint", checkpoint, "--config", config, "--vocab", str(bigger), "--train",
+                 str(tmp_path / "train.jsonl"), "--labels", str(tmp_path / "labels.txt"), "--seq-len", "16",
+                 "--out", str(tmp_path / "run"), "--quiet"])
+    assert code == 1
+    assert "has 100 entries but the model's vocabulary has 64" in capsys.readouterr().err
+    code = main(["export", "--checkpoint", checkpoint, "--config", config, "--max-length", "17", "--out",
+                 str(tmp_path / "served")])
+    assert code == 1
+    assert "max_length=17 is more than the 16 positions" in capsys.readouterr().err
+    assert not (tmp_path / "served").exists()
