@@ -194,3 +194,18 @@ def test_cli_refuses_another_vocab_size_and_an_export_cap_above_the_table(tiny_b
     assert code == 1
     assert "max_length=17 is more than the 16 positions" in capsys.readouterr().err
     assert not (tmp_path / "served").exists()
+
+
+def test_custom_position_ids_are_checked_not_the_length():
+    from bert4long.checked_model import check_inputs
+
+    model = build_transformer_model(vocab_size=10, hidden_size=8, num_hidden_layers=1, num_attention_heads=2,
+                                    intermediate_size=16, max_position=8, custom_position_ids=True)
+    tokens = np.ones((1, 12), "int32")
+    positions = np.arange(12, dtype="int32")[None] % 8     # 12 tokens, positions repeat: placeable
+    check_inputs(model, [tokens, 0 * tokens, positions])
+    positions[0, 5] = 8
+    with pytest.raises(ValueError, match=r"'Input-Position' holds 8 \(example 0, position 5\), outside \[0, 8\)"):
+        check_inputs(model, [tokens, 0 * tokens, positions])
+    with pytest.raises(tf.errors.InvalidArgumentError, match="longer than the 8 positions"):
+        model([tokens, 0 * tokens, positions])
