@@ -99,11 +99,11 @@ def check_inputs(model, x, limits=None):
         return
     token = next((t for n, t in named if n == "Input-Token"), named[0][1])
     length = token.shape[-1] if token.ndim else 0
-    if max_length is not None and length > max_length:
+    if max_length is not None and length > max_length and "Input-Position" not in dict(named):
         raise ValueError(
             f"Input 'Input-Token' has {length} tokens per sequence, more than the {max_length} positions this model "
-            "can place: truncate or split the input (bert4long.data.chunk_documents), or build the model with "
-            "hierarchical_position=True to place up to n*n tokens."
+            "can place: truncate or split the input (bert4long.data.chunk_documents), or use a model that places "
+            "more (hierarchical_position=True places n*n for n trained positions)."
         )
     for name, values in named:
         limit = length if name == "Input-Masked-Positions" else limits.get(name)

