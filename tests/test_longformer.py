@@ -122,6 +122,17 @@ def test_unprefixed_model_with_pooler_and_padding_from_token_ids(folders):
         build_transformer_model(checkpoint_path=folder, with_mlm=True)
 
 
+def test_sequence_classification_folder_loads_its_encoder(tmp_path):
+    """LongformerForSequenceClassification: 'longformer.' names beside 'classifier.' ones (not ours to read)."""
+    classifier = randomized(transformers.LongformerForSequenceClassification(tiny_config(num_labels=3)), 3)
+    classifier.save_pretrained(tmp_path / "classifier")
+    ids, mask, global_mask = batch()
+    expected = reference(classifier.longformer, ids, mask, global_mask).last_hidden_state.numpy()
+    model = build_transformer_model(checkpoint_path=str(tmp_path / "classifier"), attention_mask_input=True)
+    hidden = model.predict([ids, np.zeros_like(ids), mask * (global_mask + 1)], verbose=0)
+    np.testing.assert_allclose(hidden, expected, atol=TOL, rtol=0)
+
+
 def test_save_back_to_a_folder_transformers_loads(folders, tmp_path):
     import keras
 
