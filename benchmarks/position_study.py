@@ -1,36 +1,44 @@
-"""MLM position-extension study on a real pretrained BERT (all-MiniLM-L6-v2) and real Wikipedia text.
+"""MLM position-extension study on a real pretrained BERT and real Wikipedia text.
 
 Su (2020) stretched BERT's 512 trained positions by hierarchical decomposition and
-compared, at 2x the trained length, the MLM accuracy zero-shot and along continued
+compared, at the longer length, the MLM accuracy zero-shot and along continued
 pretraining. This script reruns that experiment, scaled to a CPU:
 
-  base      MiniLM has no MLM head (it was fine-tuned for sentence embeddings). Fit the
-            tied head with the encoder frozen (--head-steps), evaluate at 512 (the
-            "frozen-encoder baseline"), then continue MLM at 512 with the encoder
-            unfrozen (--base-steps), evaluating every --base-eval-every steps, and save
-            that base model as a Google checkpoint (runs/position_study/base/).
-  zeroshot  At --long-length (1024 = 2x), the base model with each extension
-            (hierarchical alpha in --alphas, copy, interpolate, efficient attention on
-            top) and 'split' (the 1024 tokens read as two independent 512 windows: no
-            extension at all), MLM accuracy on held-out articles, separately for
-            positions < 512 and >= 512, all predictions and [MASK]-replaced ones only.
-  train     Continue MLM at --long-length for --train-methods, --train-steps steps,
-            evaluating every --eval-every (the post's accuracy-vs-steps figure).
+  base      (without --base-checkpoint) MiniLM has no MLM head: fit the tied head with
+            the encoder frozen (--head-steps), continue MLM at 512 unfrozen (--base-steps)
+            and save that base (runs/position_study/base/). With --base-checkpoint DIR a
+            ready MLM checkpoint (e.g. ../shared/models/minilm-mlm, trained on every
+            article but HELD_OUT_ARTICLES) is the base and this stage is skipped.
+  zeroshot  The base's own accuracy at --base-length on the held-out text (ready base
+            only), then at --long-length the base with each extension (hierarchical
+            alpha in --alphas, copy, interpolate, efficient attention on top) and 'split'
+            (the long window read as independent 512-token windows: no extension), MLM
+            accuracy on held-out articles, for positions < 512 and >= 512, all
+            predictions and [MASK]-replaced ones only.
+  train     Continue MLM at --long-length for --train-methods, --train-steps steps each,
+            evaluating every --eval-every (the post's accuracy-vs-steps figure), the same
+            batches for every method. --turn-steps N interleaves the methods (each
+            advances N steps in turn), --max-turns stops after that many turns.
 
-Held-out articles (a fixed seeded split) and the masking of the evaluation set (fixed
-seed) are the same for every method. Every evaluation point is written to the JSON at
-once; rerunning skips what is done (a method interrupted mid-training restarts).
+Held-out articles and the masking of the evaluation set (fixed seed) are the same for
+every method. Every result is merged into the JSON as soon as it exists (a crash keeps
+finished methods; a zero-shot and a training process may share one file). Training is
+resumable: each method's weights, optimizer and step are saved under
+--run-dir/train_<length>/<method>/ after every evaluation interval, and the same command
+continues from there; if that folder is gone, the method trains again from the base
+with the same batches, keeping the curve points the JSON already holds.
 
-    python benchmarks/position_study.py --stage all
-    python benchmarks/position_study.py --stage zeroshot --alphas 0.1 0.4
-    python benchmarks/position_study.py --stage zeroshot --long-length 2048 --eval-sequences 20 \
-        --held-out-from benchmarks/results/position_study.json --out benchmarks/results/position_study_4x.json
-                                                    # 4x, same base, evaluated on articles the base never saw
+    python benchmarks/position_study.py --base-checkpoint ../shared/models/minilm-mlm --stage zeroshot \
+        --long-length 1536                          # writes benchmarks/results/position_study_3x.json
+    python benchmarks/position_study.py --base-checkpoint ../shared/models/minilm-mlm --stage train \
+        --long-length 1536 --turn-steps 100         # 4 methods x 1,000 steps, interleaved, resumable
+    python benchmarks/position_study.py --stage all # make a base from MiniLM first (the earlier study)
     python benchmarks/position_study.py --quick     # tiny random model, 64 tokens (CI smoke run)
 
-Writes benchmarks/results/position_study.json (position_study_quick.json with --quick).
+Writes benchmarks/results/position_study_<long/base>x.json (position_study_quick.json with --quick).
 """
 import argparse
+import json
 import os
 import sys
 import tempfile
@@ -40,9 +48,36 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 sys.path.insert(0, HERE)
 sys.path.insert(0, ROOT)
-from common import load_json, machine_stamp, minilm_folder, minilm_tokenizer, write_json, write_tiny_config  # noqa: E402
+from common import (
+    load_json,
+    machine_stamp,
+    minilm_folder,
+    minilm_tokenizer,
+    write_json,
+    write_tiny_config,
+)
 
 HEAD_LAYERS = ("MLM-Dense", "MLM-Norm", "MLM-Bias")
+# Indices into wikipedia_articles() of the 13 held-out articles: the split --split-seed 0 makes at
+# 1,024 tokens with 24 evaluation windows, and the articles ../shared/models/minilm-mlm never saw.
+HELD_OUT_ARTICLES = (5, 10, 13, 20, 27, 36, 37, 39, 65, 87, 88, 99, 103)
+
+
+WRITTEN_HERE = set()  # (table, method) entries this process wrote; the file's copy of any other one is newer
+
+
+def save(path, results):
+    """Write ``results``; another process writing the same file (say zero-shot beside training) keeps its methods."""
+    on_disk = load_json(path, {})
+    for table in ("zero_shot", "training"):
+        ours = results.setdefault(table, {})
+        for method, entry in on_disk.get(table, {}).items():
+            if (table, method) not in WRITTEN_HERE:
+                ours[method] = entry
+    for stage, commands in on_disk.get("commands", {}).items():
+        ours = results.setdefault("commands", {}).setdefault(stage, [])
+        ours.extend(command for command in commands if command not in ours)
+    write_json(path, results)
 
 
 def parse_method(name, length):
@@ -76,7 +111,10 @@ def prepare_data(tokenizer, args):
     order = np.random.default_rng(args.split_seed).permutation(len(documents))
     width = args.long_length - 2
     held_out, evaluation = set(), []
-    if args.held_out_from:  # evaluate only on articles an earlier study held out (and its base never saw)
+    if args.ready_base:  # a base trained elsewhere on every article but HELD_OUT_ARTICLES
+        order = [i for i in order if int(i) in HELD_OUT_ARTICLES]
+        held_out = set(HELD_OUT_ARTICLES)
+    elif args.held_out_from:  # evaluate only on articles an earlier study held out (and its base never saw)
         earlier = set(load_json(args.held_out_from, {}).get("setup", {}).get("held_out_articles", []))
         if not earlier:
             raise ValueError(f"{args.held_out_from} lists no held_out_articles: run that study first.")
@@ -93,7 +131,7 @@ def prepare_data(tokenizer, args):
     if len(evaluation) < args.eval_sequences:
         raise ValueError(f"Only {len(evaluation)} held-out windows of {args.long_length} tokens: lower --eval-sequences.")
     training = [documents[i] for i in range(len(documents)) if i not in held_out]
-    pack = lambda length: pack_documents(training, length, cls_id=tokenizer.cls_id, sep_id=tokenizer.sep_id,  # noqa: E731
+    pack = lambda length: pack_documents(training, length, cls_id=tokenizer.cls_id, sep_id=tokenizer.sep_id,
                                          drop_remainder=True)
     return {"eval_long": np.stack(evaluation).astype("int32"), "pack": pack,
             "held_out_articles": sorted(held_out), "train_articles": len(training),
@@ -104,8 +142,8 @@ def build(args, checkpoint, method, length):
     from bert4long.training import build_mlm_model
 
     kwargs = parse_method(method, length)
-    if args.quick:
-        kwargs["dropout_rate"] = 0.0
+    if args.dropout is not None:
+        kwargs["dropout_rate"] = args.dropout
     model, builder, _ = build_mlm_model(args.config, checkpoint, **kwargs)
     return model, builder
 
@@ -121,7 +159,9 @@ def evaluate(model, sequences, masker, args, boundary, split=None):
 
     from bert4long.training import mlm_batches
 
-    predict = tf.function(lambda x: model(x, training=False), reduce_retracing=True)  # a few batches: no XLA compile
+    predict = lambda x: model(x, training=False)
+    if not args.quick:  # tracing a tiny model costs more than it saves
+        predict = tf.function(predict, reduce_retracing=True)  # a few batches: no XLA compile
     counts = {}
     steps = len(sequences) // args.eval_batch
     for (tokens, segments, positions), labels, weights in mlm_batches(sequences, masker, args.eval_batch,
@@ -163,6 +203,7 @@ def train(model, trainable, sequences, masker, steps, lr, args, seed, on_interva
     for layer in model.layers:
         layer.trainable = trainable(layer.name)
     compile_mlm(model, make_optimizer(lr, steps), jit_compile=args.xla)
+    model.run_eagerly = args.quick
     step = 0
     while step < steps:
         length = min(every, steps - step)
@@ -224,12 +265,42 @@ def stage_base(args, data, tokenizer, results):
     write_json(args.out, results)
 
 
+def base_windows(long_sequences, base_length, cls_id, sep_id):
+    """The text of the long evaluation windows cut into ``[CLS] + base_length - 2 tokens + [SEP]`` windows."""
+    import numpy as np
+
+    width = base_length - 2
+    windows = [np.concatenate([[cls_id], row[1 + start:1 + start + width], [sep_id]])
+               for row in long_sequences for start in range(0, len(row) - 2 - width + 1, width)]
+    return np.stack(windows).astype("int32")
+
+
+def stage_base_at_512(args, data, tokenizer, results):
+    """The ready base's own accuracy at --base-length on the held-out text the long windows hold."""
+    from bert4long.training import masker_for
+
+    base = results.setdefault("base", {})
+    if "at_base_length" in base:
+        return
+    begin = time.perf_counter()
+    windows = base_windows(data["eval_long"], args.base_length, tokenizer.cls_id, tokenizer.sep_id)
+    model, _ = build(args, args.base_checkpoint, "none", args.base_length)
+    entry = evaluate(model, windows, masker_for(tokenizer, args.base_length), args, boundary=args.base_length)
+    base.update(checkpoint=args.ready_base, windows=len(windows),
+                at_base_length={**entry, "seconds": time.perf_counter() - begin})
+    save(args.out, results)
+    print(f"base at {args.base_length}: {entry['acc_all']:.4f} ({entry['n_lt_all']} predictions)", flush=True)
+
+
 def stage_zeroshot(args, data, tokenizer, results):
     from bert4long.training import masker_for
 
+    if args.ready_base:
+        stage_base_at_512(args, data, tokenizer, results)
     masker = masker_for(tokenizer, args.long_length)
     table = results.setdefault("zero_shot", {})
     methods = ["split"] + [f"hierarchical-{a}" for a in args.alphas] + ["copy", "interpolate"] + args.attention_methods
+    methods.sort(key=lambda method: method not in args.train_methods)  # what training starts from first
     for method in methods:
         if method in table:
             continue
@@ -238,41 +309,121 @@ def stage_zeroshot(args, data, tokenizer, results):
         model, _ = build(args, args.base_checkpoint, "none" if split else method, args.base_length if split else args.long_length)
         table[method] = evaluate(model, data["eval_long"], masker, args, boundary=args.base_length, split=split)
         table[method]["seconds"] = time.perf_counter() - begin
-        write_json(args.out, results)
+        WRITTEN_HERE.add(("zero_shot", method))
+        save(args.out, results)
         print(f"zero-shot {method}: <{args.base_length} {table[method]['acc_lt_all']:.4f}  "
               f">={args.base_length} {table[method]['acc_ge_all']:.4f}", flush=True)
 
 
+def state_folder(args, method):
+    """Where ``method``'s resumable training state (weights, optimizer, step) lives."""
+    safe = method.replace("+", "_")
+    return os.path.join(args.run_dir, f"train_{args.long_length}", safe)
+
+
+def train_turn(args, data, masker, sequences, results, method, turn_steps):
+    """Advance ``method``'s continued MLM by up to ``turn_steps`` steps, resuming its saved state.
+
+    The state (weights, AdamW slots, schedule step, and the dropout step counters of
+    bert4long's seeded dropout, which are weights) is saved under
+    `state_folder` after every --eval-every steps, before that point is evaluated, so
+    an interruption loses at most one interval. Without a state but with a curve in the
+    JSON (the run folder did not survive), the steps are trained again from the base
+    with the same batches and the curve's points are kept, not evaluated again.
+    """
+    import tensorflow as tf
+
+    from bert4long.training import (
+        RunDirectory,
+        compile_mlm,
+        make_optimizer,
+        mlm_batches,
+    )
+
+    run = results.setdefault("training", {}).setdefault(method, {})
+    WRITTEN_HERE.add(("training", method))
+    settings = {"method": method, "steps": args.train_steps, "eval_every": args.eval_every, "lr": args.train_lr,
+                "batch": args.batch, "seq_len": args.long_length, "data_seed": 3, "base": args.base_checkpoint}
+    if run.get("curve") and any(run.get(k) != settings[k] for k in ("steps", "eval_every", "lr", "batch", "seq_len")):
+        raise ValueError(f"training[{method!r}] in {args.out} ran with other settings "
+                         f"({ {k: run.get(k) for k in ('steps', 'eval_every', 'lr', 'batch', 'seq_len')} }): "
+                         "pass the same --train-steps/--eval-every/--train-lr/--batch, or use another --out.")
+    run.update({k: v for k, v in settings.items() if k not in ("method", "base")})
+    run.setdefault("curve", [])
+    run.setdefault("segments", [])
+    begin = time.perf_counter()
+    model, _ = build(args, args.base_checkpoint, method, args.long_length)
+    for layer in model.layers:
+        layer.trainable = True
+    compile_mlm(model, make_optimizer(args.train_lr, args.train_steps), jit_compile=args.xla)
+    model.run_eagerly = args.quick
+    model.optimizer.build(model.trainable_variables)
+    checkpoint = tf.train.Checkpoint(model=model, optimizer=model.optimizer)
+    state = RunDirectory(state_folder(args, method), settings, keep=1)
+    step = state.restore(checkpoint)
+    run["state_dir"] = os.path.relpath(state.out_dir, ROOT)
+    evaluated = {point["step"] for point in run["curve"]}
+
+    def record(step, loss):
+        if step in evaluated:
+            return
+        entry = {"step": step, "train_loss": loss,
+                 **evaluate(model, data["eval_long"], masker, args, boundary=args.base_length)}
+        entry = {k: v for k, v in entry.items() if k != "seconds"}
+        run["curve"] = sorted(run["curve"] + [entry], key=lambda point: point["step"])
+        evaluated.add(step)
+        run["seconds"] = run.get("seconds", 0.0) + time.perf_counter() - begin_interval[0]
+        begin_interval[0] = time.perf_counter()
+        save(args.out, results)
+        loss_text = "-" if loss is None else f"{loss:.3f}"
+        print(f"train {method} step {step}: loss {loss_text} <{args.base_length} {entry['acc_lt_all']:.4f} "
+              f">={args.base_length} {entry['acc_ge_all']:.4f}", flush=True)
+
+    begin_interval = [begin]
+    if step == 0 and 0 not in evaluated:
+        zero = results.get("zero_shot", {}).get(method)
+        if zero:
+            run["curve"].insert(0, {"step": 0, "train_loss": None, **{k: v for k, v in zero.items() if k != "seconds"}})
+            evaluated.add(0)
+        else:
+            record(0, None)
+    if step:  # a state saved just before an interruption, not yet evaluated: evaluate it now
+        with open(os.path.join(state.directory, f"step-{step:09d}", "run.json")) as f:
+            record(step, json.load(f)["loss"])
+    target = min(args.train_steps, step + turn_steps)
+    first = step
+    while step < target:
+        length = min(args.eval_every - step % args.eval_every, target - step)
+        history = model.fit(mlm_batches(sequences, masker, args.batch, seed=3, start_step=step),
+                            steps_per_epoch=length, epochs=1, verbose=0, shuffle=False)
+        step += length
+        loss = float(history.history["loss"][-1])
+        if step % args.eval_every == 0 or step == args.train_steps:
+            state.save(checkpoint, step, extra={"loss": loss})
+            run["steps_done"] = step
+            record(step, loss)
+    if step > first:
+        run["segments"].append({"from_step": first, "to_step": step, "time": time.strftime("%Y-%m-%d %H:%M UTC",
+                                                                                            time.gmtime())})
+    run["steps_done"] = step
+    run["done"] = step >= args.train_steps
+    save(args.out, results)
+    return run["done"]
+
+
 def stage_train(args, data, tokenizer, results):
+    """Continue MLM at --long-length for every --train-methods, --turn-steps steps each in turn."""
     from bert4long.training import masker_for
 
     masker = masker_for(tokenizer, args.long_length)
     sequences = data["pack"](args.long_length)
-    runs = results.setdefault("training", {})
-    for method in args.train_methods:
-        if runs.get(method, {}).get("done"):
-            continue
-        begin = time.perf_counter()
-        model, _ = build(args, args.base_checkpoint, method, args.long_length)
-        run = runs[method] = {"steps": args.train_steps, "eval_every": args.eval_every, "lr": args.train_lr,
-                              "batch": args.batch, "seq_len": args.long_length, "curve": []}
-        zero = results.get("zero_shot", {}).get(method) or evaluate(model, data["eval_long"], masker, args,
-                                                                     boundary=args.base_length)
-        run["curve"].append({"step": 0, "train_loss": None, **{k: v for k, v in zero.items() if k != "seconds"}})
-        write_json(args.out, results)
-
-        def record(step, loss):
-            entry = {"step": step, "train_loss": loss, "seconds": time.perf_counter() - begin,
-                     **evaluate(model, data["eval_long"], masker, args, boundary=args.base_length)}
-            run["curve"].append(entry)
-            write_json(args.out, results)
-            print(f"train {method} step {step}: loss {loss:.3f} <{args.base_length} {entry['acc_lt_all']:.4f} "
-                  f">={args.base_length} {entry['acc_ge_all']:.4f}", flush=True)
-
-        train(model, lambda name: True, sequences, masker, args.train_steps, args.train_lr, args, seed=3,
-              on_interval=record, every=args.eval_every)
-        run.update(done=True, seconds=time.perf_counter() - begin)
-        write_json(args.out, results)
+    pending = [m for m in args.train_methods if not results.get("training", {}).get(m, {}).get("done")]
+    turns = 0
+    while pending and (not args.max_turns or turns < args.max_turns):
+        for method in list(pending):
+            if train_turn(args, data, masker, sequences, results, method, args.turn_steps or args.train_steps):
+                pending.remove(method)
+        turns += 1
 
 
 def main(argv=None):
@@ -294,51 +445,77 @@ def main(argv=None):
     parser.add_argument("--alphas", type=float, nargs="+", default=[0.1, 0.2, 0.3, 0.4, 0.6, 0.8])
     parser.add_argument("--attention-methods", nargs="*",
                         default=["hierarchical-0.4+chunked", "hierarchical-0.4+sliding_window"])
-    parser.add_argument("--train-methods", nargs="*", default=["hierarchical-0.4", "copy", "interpolate",
-                                                                "hierarchical-0.8"])
-    parser.add_argument("--train-steps", type=int, default=40)
-    parser.add_argument("--train-lr", type=float, default=5e-5)
-    parser.add_argument("--eval-every", type=int, default=10)
+    parser.add_argument("--train-methods", nargs="*", default=["hierarchical-0.4", "hierarchical-0.2", "copy",
+                                                                "interpolate"])
+    parser.add_argument("--train-steps", type=int, default=1000)
+    parser.add_argument("--train-lr", type=float, default=1e-4)
+    parser.add_argument("--eval-every", type=int, default=100)
+    parser.add_argument("--turn-steps", type=int, default=0,
+                        help="interleave the methods: each advances this many steps in turn (0: one after the other)")
+    parser.add_argument("--max-turns", type=int, default=0,
+                        help="stop after this many turns, to be resumed by the same command (0: until done)")
     parser.add_argument("--max-articles", type=int, default=None, help="use only the first N articles")
     parser.add_argument("--held-out-from", default=None,
                         help="a study JSON whose held-out articles to evaluate on (for a longer --long-length "
                              "run from the same base: its base never trained on them)")
+    parser.add_argument("--base-checkpoint", dest="ready_base", default=None,
+                        help="a ready Google-layout MLM checkpoint folder (bert_config.json, bert_model.ckpt.*, "
+                             "cls/predictions/*) trained on every article but HELD_OUT_ARTICLES: no base stage")
+    parser.add_argument("--dropout", type=float, default=None, help="dropout rate (default: the checkpoint's; "
+                        "0 with --quick)")
     parser.add_argument("--no-xla", dest="xla", action="store_false", help="train without XLA")
     parser.add_argument("--out", default=None)
-    parser.add_argument("--run-dir", default=os.path.join(ROOT, "runs", "position_study"))
+    parser.add_argument("--run-dir", default=None, help="base and training states (default runs/position_study)")
     args = parser.parse_args(argv)
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
-    if args.quick:
-        args.run_dir = tempfile.mkdtemp(prefix="position_study_")
-        args.config = write_tiny_config(os.path.join(args.run_dir, "bert_config.json"), max_position=32)
+    keep_results = not args.quick or args.run_dir is not None  # a --quick run resumes only in a given --run-dir
+    if args.quick:  # tiny sizes, except what the command line sets
+        quick = {"base_length": 32, "long_length": 64, "batch": 2, "eval_batch": 2, "eval_sequences": 2,
+                 "head_steps": 1, "base_steps": 1, "base_eval_every": 1, "train_steps": 2, "eval_every": 1,
+                 "alphas": [0.4], "train_methods": ["hierarchical-0.4"], "max_articles": 12, "attention_methods": [],
+                 "dropout": 0.0}
+        for name, value in quick.items():
+            if getattr(args, name) == parser.get_default(name):
+                setattr(args, name, value)
+        args.run_dir = args.run_dir or tempfile.mkdtemp(prefix="position_study_")
         args.source_checkpoint, args.xla = None, False
-        args.base_length, args.long_length, args.batch, args.eval_batch, args.eval_sequences = 32, 64, 2, 2, 2
-        args.head_steps, args.base_steps, args.base_eval_every, args.train_steps, args.eval_every = 1, 1, 1, 2, 1
-        args.alphas, args.train_methods, args.max_articles = [0.4], ["hierarchical-0.4"], 12
-        args.attention_methods = []
+        args.config = (os.path.join(args.ready_base, "bert_config.json") if args.ready_base else
+                       write_tiny_config(os.path.join(args.run_dir, "bert_config.json"), max_position=32))
+    elif args.ready_base:
+        args.config = os.path.join(args.ready_base, "bert_config.json")
+        args.source_checkpoint = None
     else:
         args.config = os.path.join(minilm_folder(), "config.json")
         args.source_checkpoint = minilm_folder()
+    args.run_dir = args.run_dir or os.path.join(ROOT, "runs", "position_study")
+    times = args.long_length // args.base_length
     args.out = args.out or os.path.join(HERE, "results", "position_study_quick.json" if args.quick
-                                        else "position_study.json")
-    args.base_checkpoint = os.path.join(args.run_dir, "base", "bert_model.ckpt")
+                                        else f"position_study_{times}x.json")
+    args.base_checkpoint = os.path.join(args.ready_base or os.path.join(args.run_dir, "base"), "bert_model.ckpt")
     for name in args.train_methods + args.attention_methods:
         parse_method(name, args.long_length)
 
     tokenizer = minilm_tokenizer()
     data = prepare_data(tokenizer, args)
-    results = load_json(args.out, {}) if not args.quick else {}
+    results = load_json(args.out, {}) if keep_results else {}
     results["stamp"] = machine_stamp()
     results["setup"] = {
-        "model": "tiny random BERT (smoke run)" if args.quick else "all-MiniLM-L6-v2 (6 layers, hidden 384, 512 positions)",
+        "model": ("tiny random BERT (smoke run)" if args.quick else
+                  f"ready MLM base {os.path.basename(os.path.normpath(args.ready_base))} (all-MiniLM-L6-v2 + MLM head, "
+                  "6 layers, hidden 384, 512 positions)" if args.ready_base else
+                  "all-MiniLM-L6-v2 (6 layers, hidden 384, 512 positions)"),
         "text": "gensim's 106 English Wikipedia articles, markup stripped",
         "held_out_articles": data["held_out_articles"], "train_articles": data["train_articles"],
         "train_tokens": data["train_tokens"], "eval_sequences": args.eval_sequences, "eval_seed": args.eval_seed,
         "base_length": args.base_length, "long_length": args.long_length, "mask_rate": 0.15,
         "masking": "80% [MASK] / 10% random / 10% unchanged", "xla": args.xla,
     }
-    write_json(args.out, results)
+    save(args.out, results)
     stages = ["base", "zeroshot", "train"] if args.stage == "all" else [args.stage]
+    if args.ready_base:
+        if args.stage == "base":
+            raise ValueError("--stage base makes a base: leave out --base-checkpoint, or pick zeroshot/train.")
+        stages = [stage for stage in stages if stage != "base"]
     for stage in stages:
         results.setdefault("commands", {}).setdefault(stage, [])
         if results["stamp"]["command"] not in results["commands"][stage]:

@@ -14,7 +14,7 @@ import sys
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 sys.path.insert(0, HERE)
-from common import load_json  # noqa: E402
+from common import load_json
 
 
 def fmt(value, digits=3):
@@ -70,8 +70,9 @@ def position_section(data, figures, plt, report_dir, number=1, tag=""):
     """One position study (``tag`` names its figures: several studies may share a report)."""
     setup, out = data.get("setup", {}), []
     n, long = setup.get("base_length", 512), setup.get("long_length", 1024)
+    earlier = " — earlier study on a weaker base, MiniLM made a masked LM in the script" if "minilm18" in tag else ""
     out.append(f"## {number}. MLM position extension on a real model (all-MiniLM-L6-v2, English Wikipedia), "
-               f"{long:,} tokens ({long // n}× the trained length)\n")
+               f"{long:,} tokens ({long // n}× the trained length){earlier}\n")
     out.append(stamp_line(data.get("stamp")) + "\n")
     for stage, commands in data.get("commands", {}).items():
         out.append(f"_Stage {stage} ran as: " + "; then ".join(f"`{c}`" for c in commands) + "_  ")
@@ -163,7 +164,7 @@ def position_section(data, figures, plt, report_dir, number=1, tag=""):
             axes[0].set_title(f"positions ≥ {n}")
             axes[1].set_title(f"positions < {n}")
             for ax in axes:
-                ax.set_xlabel("continued MLM steps at %d tokens" % long)
+                ax.set_xlabel(f"continued MLM steps at {long} tokens")
                 ax.grid(alpha=0.3)
             axes[0].set_ylabel("held-out MLM accuracy (%)")
             axes[1].legend(fontsize=8)
@@ -173,8 +174,8 @@ def position_section(data, figures, plt, report_dir, number=1, tag=""):
             plt.close(fig)
             out.append(f"![MLM accuracy against continued pretraining steps]({os.path.relpath(path, report_dir)})\n")
     if not base:
-        out.append("Base model: the one section 1 describes (same checkpoint); the evaluation windows come only from "
-                   "the articles it held out, so the base never trained on them.\n")
+        out.append("Base model: the one the 2× section of this study describes (same checkpoint); the evaluation "
+                   "windows come only from the articles it held out, so the base never trained on them.\n")
     return out
 
 
@@ -204,6 +205,266 @@ def position_headline(data):
                      + ", ".join(parts) + "." + (f" Stopped before its first step: {', '.join(stopped)}."
                                                  if stopped else ""))
     return [line for line in lines if line]
+
+
+# --- position extension of a ready masked LM at 2x / 3x / 4x ------------------------------------------
+
+TIMES = (2, 3, 4)
+TRAINED_PLAN = 1000  # steps the issue asks of every method at 3x
+
+
+def binomial_se(p, n):
+    """Standard error of an accuracy ``p`` measured on ``n`` independent predictions."""
+    return (p * (1 - p) / n) ** 0.5 if n else None
+
+
+def acc_se(row, region="all"):
+    """``'31.2 ± 0.6%'`` for positions ``'all'``, ``'lt'`` (< 512) or ``'ge'`` (≥ 512) of a result row."""
+    if region == "all":
+        p, n = row.get("acc_all"), row.get("n_lt_all", 0) + row.get("n_ge_all", 0)
+    else:
+        p, n = row.get(f"acc_{region}_all"), row.get(f"n_{region}_all", 0)
+    return "–" if p is None else f"{100 * p:.1f} ± {100 * binomial_se(p, n):.1f}%"
+
+
+def n_all(row):
+    return row.get("n_lt_all", 0) + row.get("n_ge_all", 0)
+
+
+def share(row, base, region="all"):
+    p = row.get("acc_all" if region == "all" else f"acc_{region}_all")
+    return "–" if p is None or not base else f"{100 * p / base:.0f}%"
+
+
+def alpha_methods(zero):
+    return sorted((float(m.split("-", 1)[1]), m) for m in zero if m.startswith("hierarchical-") and "+" not in m)
+
+
+def first_step_reaching(curve, level, key="acc_all"):
+    return next((e["step"] for e in curve if e["step"] > 0 and e[key] >= level), None)
+
+
+def extension_studies(results_dir):
+    """{times: data} of the studies made from a ready base (``base.at_base_length``), 2x/3x/4x."""
+    studies = {}
+    for times in TIMES:
+        data = load_json(os.path.join(results_dir, f"position_study_{times}x.json"))
+        if data and data.get("base", {}).get("at_base_length"):
+            studies[times] = data
+    return studies
+
+
+def extension_claims(studies):
+    """Plain statements of where the post's claims hold on this base (from the 3x study)."""
+    data = studies.get(3)
+    if not data:
+        return []
+    zero, base = data.get("zero_shot", {}), data["base"]["at_base_length"]
+    b, lines = base["acc_all"], []
+    a4 = zero.get("hierarchical-0.4")
+    if a4:
+        kept = a4["acc_all"] / b
+        lines.append(
+            f"Zero-shot at 3× (the post: RoBERTa, hierarchical α = 0.4, ≈38% against ≈55% at 512, i.e. ≈69% kept): "
+            f"here α = 0.4 reaches {acc_se(a4)} against the base's {acc_se(base)} at 512, {100 * kept:.0f}% kept "
+            f"({100 * a4['acc_ge_all'] / b:.0f}% on positions ≥ 512). "
+            + ("The share kept is close to the post's." if abs(kept - 0.69) < 0.1 else
+               "The share kept is well below the post's: on this small base the extension costs more." if kept < 0.69
+               else "The share kept is above the post's."))
+    alphas = alpha_methods(zero)
+    larger = [(a, m) for a, m in alphas if a > 0.4]
+    if a4 and larger:
+        se = lambda m: binomial_se(zero[m]["acc_all"], n_all(zero[m]))
+        beaten = [f"α = {a} ({pct(zero[m]['acc_all'])})" for a, m in larger
+                  if a4["acc_all"] - zero[m]["acc_all"] > 2 * (se(m) ** 2 + se("hierarchical-0.4") ** 2) ** 0.5]
+        smaller = [(a, m) for a, m in alphas if a < 0.4]
+        best_a, best_m = max(alphas, key=lambda am: zero[am[1]]["acc_all"])
+        lines.append(
+            "α = 0.4 better than larger α (the post): "
+            + (f"holds at 3× — α = 0.4 beats {', '.join(beaten)} by more than two standard errors"
+               if len(beaten) == len(larger) else
+               f"does not hold cleanly at 3× — α = 0.4 is ahead of only {', '.join(beaten) or 'none'} by more than two "
+               "standard errors")
+            + (f"; but smaller α is no worse here: the best α is {best_a} ({acc_se(zero[best_m])})"
+               + (" and α = 0.1–0.3 are within noise of each other and above α = 0.4"
+                  if smaller and all(zero[m]["acc_all"] >= a4["acc_all"] for _, m in smaller) else "")
+               if best_a != 0.4 else "; α = 0.4 is also the best α measured") + ".")
+    runs = {m: r for m, r in data.get("training", {}).items() if r.get("curve")}
+    if runs:
+        reached = {m: r["curve"][-1]["step"] for m, r in runs.items()}
+        above = {m: first_step_reaching(r["curve"], b) for m, r in runs.items()}
+        far = max(reached.values())
+        text = ("Recovery to the 512 level after ≈3,000 steps (the post): the 3× curves here reached "
+                + ", ".join(f"{m} step {s}" for m, s in reached.items()) + f" of {TRAINED_PLAN} planned. ")
+        if any(above.values()):
+            text += "Back at or above the base's 512 accuracy: " + ", ".join(
+                f"{m} at step {s}" for m, s in above.items() if s) + "."
+        elif far == 0:
+            text += "No training step has been evaluated yet, so the claim is not tested here."
+        else:
+            best = max(runs, key=lambda m: runs[m]["curve"][-1]["acc_all"])
+            text += (f"None is back at the base's 512 level ({pct(b)}) yet: best {best} with "
+                     f"{acc_se(runs[best]['curve'][-1])} at step {reached[best]}; far fewer steps than the post's "
+                     "3,000, so the claim is neither confirmed nor refuted.")
+        lines.append(text)
+    return lines
+
+
+def extension_section(studies, figures, plt, report_dir, number):
+    first = studies[min(studies)]
+    setup = first.get("setup", {})
+    n = setup.get("base_length", 512)
+    out = [f"## {number}. Position extension of a real masked LM at 2×, 3× and 4× (minilm-mlm, English Wikipedia)\n"]
+    for times, data in studies.items():
+        out.append(f"_{times}×:_ " + stamp_line(data.get("stamp")).replace("\n", " "))
+        for stage, commands in data.get("commands", {}).items():
+            out.append(f"_{times}× stage {stage} ran as: " + "; then ".join(f"`{c}`" for c in commands) + "_  ")
+    out.append("")
+    out.append(
+        f"Base: {setup.get('model')}, trained on every Wikipedia article except the {len(setup.get('held_out_articles', []))} "
+        f"held out (indices {', '.join(str(i) for i in setup.get('held_out_articles', []))} of `wikipedia_articles()`). "
+        "Evaluation: windows of the long length cut from those held-out articles ("
+        + ", ".join(f"{t}×: {d['setup'].get('eval_sequences')} windows of {d['setup'].get('long_length'):,} tokens"
+                    for t, d in studies.items())
+        + f"), masked once with seed {setup.get('eval_seed')} ({setup.get('masking')}, rate {setup.get('mask_rate')}) "
+        "and shared by every method; accuracy is top-1 over every predicted position. `base at 512` is the base at "
+        f"its own length on the same text cut into {n}-token windows; `split` reads the long window as independent "
+        f"{n}-token windows (no extension). `±` is the binomial standard error sqrt(p(1−p)/n) over the predictions "
+        "(n in the last column); two methods are scored on the same positions, so the error of a difference is at "
+        "most the two errors combined in quadrature. `kept`: accuracy as a share of `base at 512`.\n")
+    methods = list(dict.fromkeys(m for d in studies.values() for m in d.get("zero_shot", {})))
+    methods = (["split"] + [m for _, m in alpha_methods({m: 0 for m in methods})]
+               + [m for m in methods if not m.startswith("hierarchical-") and m != "split"]
+               + [m for m in methods if "+" in m])
+    for region, title in (("all", "all positions"), ("ge", f"positions ≥ {n}"), ("lt", f"positions < {n}")):
+        out.append(f"### Zero-shot accuracy, {title}\n")
+        rows = [["base at 512"] + [x for t, d in studies.items() for x in (
+            acc_se(d["base"]["at_base_length"], region if region != "ge" else "all"), "100%")]
+            + [n_all(studies[max(studies)]["base"]["at_base_length"])]] if region != "ge" else []
+        for m in methods:
+            row = [m]
+            for t, d in studies.items():
+                r = d.get("zero_shot", {}).get(m)
+                b = d["base"]["at_base_length"]["acc_all"]
+                row += [acc_se(r, region), share(r, b, region)] if r else ["not run", "–"]
+            r = studies[max(studies)].get("zero_shot", {}).get(m, {})
+            row.append(r.get(f"n_{region}_all") if region != "all" else n_all(r) if r else None)
+            rows.append(row)
+        header = ["method"] + [x for t, d in studies.items()
+                               for x in (f"{t}× ({d['setup'].get('long_length'):,})", "kept")]
+        header.append(f"n at {max(studies)}×")
+        out.append(table(header, rows) + "\n")
+    if plt is not None:
+        fig, ax = plt.subplots(figsize=(6.5, 4))
+        for (t, d), color in zip(studies.items(), ("tab:blue", "tab:orange", "tab:green")):
+            zero, alphas = d.get("zero_shot", {}), alpha_methods(d.get("zero_shot", {}))
+            if not alphas:
+                continue
+            xs = [a for a, _ in alphas]
+            ax.errorbar(xs, [100 * zero[m]["acc_all"] for _, m in alphas],
+                        yerr=[100 * binomial_se(zero[m]["acc_all"], n_all(zero[m])) for _, m in alphas],
+                        fmt="-o", color=color, capsize=3, label=f"hierarchical at {t}×, all positions")
+            ax.plot(xs, [100 * zero[m]["acc_ge_all"] for _, m in alphas], "--", color=color, alpha=0.7,
+                    label=f"hierarchical at {t}×, positions ≥ {n}")
+            for method, style in (("copy", "x"), ("interpolate", "s")):
+                if method in zero:
+                    ax.plot([0.9], [100 * zero[method]["acc_all"]], style, color=color,
+                            label=f"{method} at {t}× (all)" if t == 3 else None)
+        if 3 in studies:
+            ax.axhline(100 * studies[3]["base"]["at_base_length"]["acc_all"], color="black", linestyle=":",
+                       label=f"base at {n} (3× text)")
+        ax.set_xlabel("hierarchical α  (copy ×, interpolate ■ drawn at 0.9)")
+        ax.set_ylabel("zero-shot MLM accuracy (%)")
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=6.5)
+        fig.tight_layout()
+        path = os.path.join(figures, "position_alpha_curve.png")
+        fig.savefig(path, dpi=110)
+        plt.close(fig)
+        out.append(f"![Zero-shot MLM accuracy against alpha, 2x/3x/4x]({os.path.relpath(path, report_dir)})\n")
+    out.append("### Which method wins where (zero-shot)\n")
+    for t, d in studies.items():
+        zero = d.get("zero_shot", {})
+        if not zero:
+            continue
+        ranked = sorted((m for m in zero if m != "split"), key=lambda m: -zero[m]["acc_all"])
+        top = ranked[0]
+        se_top = binomial_se(zero[top]["acc_all"], n_all(zero[top]))
+        near = [m for m in ranked[1:] if zero[top]["acc_all"] - zero[m]["acc_all"]
+                <= 2 * (se_top ** 2 + binomial_se(zero[m]["acc_all"], n_all(zero[m])) ** 2) ** 0.5]
+        lt = max(ranked, key=lambda m: zero[m]["acc_lt_all"] or 0)
+        ge = max(ranked, key=lambda m: zero[m]["acc_ge_all"] or 0)
+        out.append(f"- {t}×: best extension over all positions {top} ({acc_se(zero[top])})"
+                   + (f", within two standard errors: {', '.join(near)}" if near else "")
+                   + f"; best on positions < {n}: {lt} ({acc_se(zero[lt], 'lt')}); best on positions ≥ {n}: {ge} "
+                   f"({acc_se(zero[ge], 'ge')})"
+                   + (f"; `split` (no extension) {acc_se(zero['split'])}" if "split" in zero else "") + ".")
+    out.append("")
+    data = studies.get(3, {})
+    runs = {m: r for m, r in data.get("training", {}).items() if r.get("curve")}
+    if runs:
+        base = data["base"]["at_base_length"]["acc_all"]
+        split = data.get("zero_shot", {}).get("split", {}).get("acc_all")
+        run = next(iter(runs.values()))
+        out.append(f"### Continued MLM at 3× ({data['setup'].get('long_length'):,} tokens)\n")
+        out.append(f"Each method starts from the base and trains with the same batches (batch {run.get('batch')}, "
+                   f"AdamW, lr {run.get('lr')}, 10% warmup, linear decay over {run.get('steps')} steps), evaluated every "
+                   f"{run.get('eval_every')} steps on the held-out windows. The methods advance in turns; a run's "
+                   "weights and optimizer state are kept outside the repository (`state_dir`), so a later session "
+                   "continues from them if they survive, and otherwise trains the recorded steps again with the same "
+                   "batches. `reaches split` / `reaches 512`: first evaluated step at or above `split` "
+                   f"({pct(split)}) / the base at 512 ({pct(base)}), all positions.\n")
+        rows = []
+        for m, r in runs.items():
+            c0, c1 = r["curve"][0], r["curve"][-1]
+            reach_split = first_step_reaching(r["curve"], split) if split is not None else None
+            reach_base = first_step_reaching(r["curve"], base)
+            not_yet = f"not by {c1['step']}"
+            rows.append([m, f"{c1['step']} of {r.get('steps')}", acc_se(c0), acc_se(c1), acc_se(c0, "ge"),
+                         acc_se(c1, "ge"), acc_se(c1, "lt"), reach_split or not_yet, reach_base or not_yet])
+        out.append(table(["method", "steps done", "all: step 0", "all: last", f"≥ {n}: step 0", f"≥ {n}: last",
+                          f"< {n}: last", "reaches split", "reaches 512"], rows) + "\n")
+        if plt is not None:
+            fig, axes = plt.subplots(1, 2, figsize=(11, 4), sharey=True)
+            for m, r in runs.items():
+                steps = [e["step"] for e in r["curve"]]
+                for ax, key in zip(axes, ("acc_all", "acc_ge_all")):
+                    ax.plot(steps, [100 * e[key] for e in r["curve"]], marker="o", label=m)
+            for ax in axes:
+                ax.axhline(100 * base, color="black", linestyle=":", label=f"base at {n}")
+                if split is not None:
+                    ax.axhline(100 * split, color="gray", linestyle="--", label=f"split ({n}-token windows)")
+                ax.set_xlabel(f"continued MLM steps at {data['setup'].get('long_length'):,} tokens")
+                ax.grid(alpha=0.3)
+            axes[0].set_title("all positions")
+            axes[1].set_title(f"positions ≥ {n}")
+            axes[0].set_ylabel("held-out MLM accuracy (%)")
+            axes[1].legend(fontsize=8)
+            fig.tight_layout()
+            path = os.path.join(figures, "position_training_3x.png")
+            fig.savefig(path, dpi=110)
+            plt.close(fig)
+            out.append(f"![MLM accuracy against continued MLM steps at 3x]({os.path.relpath(path, report_dir)})\n")
+    claims = extension_claims(studies)
+    if claims:
+        out.append("### The post's claims on this base\n")
+        out += [f"- {line}" for line in claims] + [""]
+    return out
+
+
+def extension_headline(studies):
+    lines = []
+    for t, d in studies.items():
+        zero, base = d.get("zero_shot", {}), d["base"]["at_base_length"]
+        if not zero:
+            continue
+        parts = [f"{m} {pct(zero[m]['acc_all'])}" for m in
+                 ("split", "hierarchical-0.1", "hierarchical-0.4", "hierarchical-0.8", "copy", "interpolate")
+                 if m in zero]
+        lines.append(f"Real masked LM (minilm-mlm, {pct(base['acc_all'])} MLM accuracy at 512 on the held-out text), "
+                     f"zero-shot at {t}× ({d['setup']['long_length']:,} tokens), all positions: " + ", ".join(parts)
+                     + ".")
+    return lines + extension_claims(studies)
 
 
 # --- classification -------------------------------------------------------------------------------
@@ -402,16 +663,18 @@ def build_report(results_dir, figures, out_path):
     plt = plotting()
     if plt is not None:
         os.makedirs(figures, exist_ok=True)
-    position = load_json(os.path.join(results_dir, "position_study.json"))
-    position_4x = load_json(os.path.join(results_dir, "position_study_4x.json"))
+    extension = extension_studies(results_dir)
+    earlier = [(tag, data) for tag, data in ((tag, load_json(os.path.join(results_dir, f"position_study{tag}.json")))
+                                             for tag in ("", "_2x_minilm18", "_4x_minilm18")) if data]
     classification = load_json(os.path.join(results_dir, "classification_study.json"))
     batch = load_json(os.path.join(results_dir, "batch_size.json"))
     speed = load_json(os.path.join(results_dir, "speed.json"))
     headline = []
-    if position:
-        headline += position_headline(position)
-    if position_4x:
-        headline += position_headline(position_4x)
+    if extension:
+        headline += extension_headline(extension)
+    for tag, data in earlier:
+        if not tag:  # the study of the earlier, in-script base: its section only
+            headline += position_headline(data)
     if classification:
         headline += classification_headline(classification)
     if batch:
@@ -419,20 +682,20 @@ def build_report(results_dir, figures, out_path):
     if speed:
         headline += speed_headline(speed)
     out = ["# bert4long: measured results\n",
-           "Generated by `python benchmarks/report.py` from the JSON files in `benchmarks/results/`; every number "
-           "below comes from those files. Rerun a benchmark script, then this script, to update the page.\n"]
+           ("Generated by `python benchmarks/report.py` from the JSON files in `benchmarks/results/`; every number "
+            "below comes from those files. Rerun a benchmark script, then this script, to update the page.\n")]
     if headline:
         out += ["## Headline numbers\n"] + [f"- {line}" for line in headline] + [""]
     report_dir = os.path.dirname(os.path.abspath(out_path))
     sections = []
-    if position:
-        sections.append(lambda k: position_section(position, figures, plt, report_dir, k))
-    if position_4x:
-        sections.append(lambda k: position_section(position_4x, figures, plt, report_dir, k, tag="_4x"))
-    if position or position_4x:
-        sections.append(lambda k: ["Not run: the Chinese half of the study. No Chinese pretrained BERT installs "
-                                   "offline here (only the bert-base-chinese vocabulary does), so there is no real "
-                                   "Chinese model to extend.\n"])
+    if extension:
+        sections.append(lambda k: extension_section(extension, figures, plt, report_dir, k))
+    for tag, data in earlier:
+        sections.append(lambda k, data=data, tag=tag: position_section(data, figures, plt, report_dir, k, tag=tag))
+    if extension or earlier:
+        sections.append(lambda k: [("Not run: the Chinese half of the study. No Chinese pretrained BERT installs "
+                                    "offline here (only the bert-base-chinese vocabulary does), so there is no real "
+                                    "Chinese model to extend.\n")])
     if classification:
         sections.append(lambda k: classification_section(classification, k))
     if batch:

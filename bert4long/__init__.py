@@ -1,5 +1,9 @@
 """bert4long: pretrained BERT-family models that read long documents, on Keras 3.
 
+``import bert4long`` registers every Keras class bert4long defines (layers,
+attention kernels, models, optimizers), so a saved ``model.keras`` loads with
+``keras.models.load_model(path)`` and no ``custom_objects``.
+
 >>> from bert4long import build_transformer_model, Tokenizer  # doctest: +SKIP
 """
 import os
@@ -13,14 +17,10 @@ os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 
 __version__ = "0.1.0"
 
-_LAZY = {"build_transformer_model": "bert4long.models", "Tokenizer": "bert4long.tokenizers",
-         "load_vocab": "bert4long.tokenizers"}
+# Keras registers a class when its module runs: import every module that defines one.
+from bert4long import attention, layers, masked_lm_model, optimizers, recurrence  # noqa: F401
+from bert4long.models import build_transformer_model
+from bert4long.tokenizers import Tokenizer, load_vocab
+from bert4long.training import finetune  # noqa: F401
 
-
-def __getattr__(name):
-    """Import the main entry points on first use, so `import bert4long` stays cheap."""
-    if name in _LAZY:
-        import importlib
-
-        return getattr(importlib.import_module(_LAZY[name]), name)
-    raise AttributeError(f"module 'bert4long' has no attribute {name!r}")
+__all__ = ["Tokenizer", "build_transformer_model", "load_vocab"]

@@ -3,19 +3,22 @@
 The SavedModel's ``serving_default`` signature takes int32 ``token_ids`` and
 ``segment_ids`` of shape ``[batch, length]``, plus ``attention_mask`` (0 pad /
 1 local / 2 global) for a model built with ``attention_mask_input=True``
-(any length the model can place;
-with hierarchical positions that is up to n² for n trained positions) and
-returns a dict of named outputs (``sequence_output``, ``pooled_output``,
+(all of one shape, at most the ``max_length`` chosen at export: by default what
+the model can place, n for n trained positions or n² with hierarchical
+positions) and returns a dict of named outputs (``sequence_output``, ``pooled_output``,
 ``mlm_logits``/``mlm_probs``, ``logits``, ...). It needs TensorFlow only:
 ``tf.saved_model.load(export_dir).signatures['serving_default']`` works where
 bert4long and Keras are not installed. A model with a gathered MLM head is
-served with the head at every position.
+served with the head at every position. A request of mismatched shapes, longer
+than ``max_length``, or with an id outside the model's tables fails with
+``InvalidArgumentError`` naming the problem; nothing is broadcast or clamped.
 """
 import re
 
 import keras
 import tensorflow as tf
 
+from bert4long.checked_model import input_limits
 from bert4long.outputs import OutputFolder
 
 OUTPUT_NAMES = {
@@ -40,12 +43,28 @@ def _output_names(model):
     return names
 
 
-def export_saved_model(model, export_dir, overwrite=False):
+def export_max_length(model, max_length=None):
+    """The longest request the SavedModel of ``model`` accepts: ``max_length``, checked, or the model's capacity."""
+    capacity = input_limits(model)[1]
+    if max_length is None:
+        return capacity
+    if isinstance(max_length, bool) or not isinstance(max_length, int) or max_length < 1:
+        raise ValueError(f"max_length must be a positive int, got {max_length!r}.")
+    if capacity is not None and max_length > capacity:
+        raise ValueError(f"max_length={max_length} is more than the {capacity} positions this model can place: "
+                         f"choose at most {capacity} (or build the model with hierarchical_position=True).")
+    return max_length
+
+
+def export_saved_model(model, export_dir, max_length=None, overwrite=False):
     """Write ``model`` as a SavedModel with an int32 ``serving_default`` signature.
 
-    The folder is staged and moved into place when complete. An ``export_dir``
-    that holds anything is refused, except an earlier export with ``overwrite=True``
-    (`bert4long.outputs.OutputFolder`).
+    The folder is staged and moved into place when complete, with the usual
+    permissions (umask). An ``export_dir`` that holds anything is refused, except
+    an earlier export with ``overwrite=True`` (`bert4long.outputs.OutputFolder`).
+    ``max_length`` caps the tokens per request
+    (default: what the model can place, None for unlimited rotary/relative
+    positions); a lower cap bounds a request's memory.
 
     Example:
     >>> from bert4long.models import build_transformer_model
@@ -67,8 +86,18 @@ def export_saved_model(model, export_dir, overwrite=False):
             f"{input_names}. Rebuild it without custom_position_ids, or export with keras.export.ExportArchive."
         )
     names = _output_names(model)
+    max_length = export_max_length(model, max_length)
 
     def serve(token_ids, segment_ids, attention_mask=None):
+        checks = [tf.debugging.assert_equal(tf.shape(other), tf.shape(token_ids), message=(
+            f"{name} must have the shape of token_ids [batch, length]: nothing is broadcast."))
+            for name, other in (("segment_ids", segment_ids), ("attention_mask", attention_mask)) if other is not None]
+        if max_length is not None:
+            checks.append(tf.debugging.assert_less_equal(tf.shape(token_ids)[1], max_length, message=(
+                f"token_ids is longer than the {max_length} tokens this SavedModel accepts (max_length chosen at "
+                "export): split the document into chunks or truncate it.")))
+        with tf.control_dependencies(checks):
+            token_ids = tf.identity(token_ids)
         feeds = {"Input-Token": token_ids, "Input-Segment": segment_ids, "Input-Attention-Mask": attention_mask}
         if "Input-Masked-Positions" in input_names:
             shape = tf.shape(token_ids)

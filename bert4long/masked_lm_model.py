@@ -29,12 +29,14 @@ from types import SimpleNamespace
 import keras
 import tensorflow as tf
 
+from bert4long.checked_model import CheckedModel
+
 HEAD_INPUT_LAYER = "MLM-Dense"  # the first layer of the MLM head; its input is the encoder's output
 REDUCTIONS_OVER_ALL_ELEMENTS = ("sum_over_batch_size", "mean")
 
 
 @keras.saving.register_keras_serializable(package="bert4long")
-class MaskedLMModel(keras.Model):
+class MaskedLMModel(CheckedModel):
     """Functional model with an MLM output; see the module docstring for its training step."""
 
     head_on_weighted_positions = True

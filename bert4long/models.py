@@ -9,10 +9,13 @@ import importlib
 import inspect
 import json
 import os
+import re
+import warnings
 
 import keras
 import numpy as np
 
+from bert4long.checked_model import CheckedModel
 from bert4long.checkpoints import CheckpointReader, write_checkpoint
 from bert4long.huggingface import FAMILY_MODELS, HuggingFaceReader, is_huggingface_folder, read_huggingface_config
 from bert4long.layers import (
@@ -31,6 +34,7 @@ from bert4long.layers.dropout import Recompute, SeededDropout, name_seed
 from bert4long.layers.position_extension import EXTENSION_METHODS, extension_capacity, validate_alpha
 from bert4long.layers.positions import check_max_relative_position
 from bert4long.masked_lm_model import MaskedLMModel
+from bert4long.outputs import write_text_atomically
 
 APPLICATIONS = ("encoder", "lm", "unilm")
 
@@ -154,7 +158,7 @@ class Transformer:
             x = self.apply_main_layers(x, index)
         outputs = self.apply_final_layers(x)
         # a lone full-vocabulary MLM output: the training step projects only the weighted positions
-        model_class = MaskedLMModel if self.with_mlm and not self.gathered_mlm and not self.with_pool else keras.Model
+        model_class = MaskedLMModel if self.with_mlm and not self.gathered_mlm and not self.with_pool else CheckedModel
         self.model = model_class(inputs, outputs, name=self.name or type(self).__name__.lower())
         return self.model
 
@@ -235,8 +239,18 @@ class Transformer:
             return value[self.keep_tokens]
         return value
 
-    def load_weights_from_checkpoint(self, checkpoint_path):
-        """Load every mapped weight by its original checkpoint name, checking shapes.
+    def load_weights_from_checkpoint(self, checkpoint_path, partial_load=False):
+        """Load every mapped weight by its original checkpoint name, checking that config and checkpoint agree.
+
+        Refused unless ``partial_load=True`` (then a warning lists what is left
+        out): trained variables this model would drop (more layers than
+        ``num_hidden_layers``, a position table ``model='roformer'``/``'nezha'``
+        has no place for, ...; optional heads, ``global_step`` and optimizer
+        slots are not counted), and a structural setting that differs from the
+        config stored beside the checkpoint (``bert_config.json`` or a Hugging
+        Face ``config.json``), which is the only way to see a wrong
+        ``num_attention_heads``: the weights' shapes do not show it. A shape
+        mismatch is always an error.
 
         Example:
         >>> from bert4long.models import build_transformer_model
@@ -259,16 +273,85 @@ class Transformer:
                 if value.size == int(np.prod(expected)) and transform is None and value.shape[0] == expected[0]:
                     value = value.reshape(expected)  # 3-D attention kernels stored by some exporters
                 else:
+                    key = "hidden_size / intermediate_size"
+                    if value.shape[:1] != expected[:1]:
+                        key = SIZE_KEYS.get(ckpt_name.rsplit("/", 1)[-1], key)
                     raise ValueError(
                         f"Shape mismatch: checkpoint variable {ckpt_name!r} has shape "
-                        f"{tuple(reader.shape(ckpt_name))} but layer {layer_name!r} weight {path!r} has "
-                        f"shape {expected}. Check that config_path describes this checkpoint "
-                        "(hidden_size, vocab_size, max_position_embeddings, ...)."
+                        f"{tuple(reader.shape(ckpt_name))} but the configuration builds {expected} for layer "
+                        f"{layer_name!r} weight {path!r}: the configuration's {key} differs from the checkpoint's. "
+                        "Use the checkpoint's own bert_config.json, or fix that setting."
                     )
             variable.assign(value.astype(variable.dtype))
+        self.check_checkpoint_matches(reader, partial_load)
         for layer in self.model.layers:
             if isinstance(getattr(layer, "layer", layer), MultiHeadAttention):  # also inside Recompute
                 layer.init_kernel_from_projections()
+
+    def check_checkpoint_matches(self, reader, partial_load=False):
+        """Raise ``ValueError`` where ``reader``'s checkpoint and this configuration disagree (see
+        `load_weights_from_checkpoint`); with ``partial_load`` warn instead."""
+        used = {name for _, _, _, name, _ in self._mapped_weights()}
+        unused = sorted(name for name in reader.names() if name not in used and "/" in name  # global_step & co.
+                        and not name.startswith(OPTIONAL_PREFIXES)
+                        and not (self.segment_vocab_size == 0 and name.endswith("/token_type_embeddings")))
+        problems = []
+        if unused:
+            layers = sorted({int(m.group(1)) for m in map(LAYER_NAME.search, reader.names()) if m})
+            if layers and layers[-1] + 1 > self.num_hidden_layers and self.model_name != "albert":
+                problems.append(f"the checkpoint has {layers[-1] + 1} layers, the configuration "
+                                f"num_hidden_layers={self.num_hidden_layers}")
+            problems.append(f"{len(unused)} trained variable(s) would be dropped by model={self.model_name!r}: "
+                            + ", ".join(unused[:4]) + (", ..." if len(unused) > 4 else ""))
+        stored, stored_path = stored_config(reader)
+        for key, ours in STRUCTURE_KEYS.items():
+            theirs = stored.get(key)
+            mine = getattr(self, ours)
+            if key == "vocab_size" and self.keep_tokens is not None or key == "segment_vocab_size" and mine == 0:
+                continue
+            if theirs is not None and mine is not None and theirs != mine:
+                problems.append(f"{key}={mine} here but {theirs} in {stored_path}")
+        if not problems:
+            return
+        message = (f"The configuration does not match checkpoint {reader.prefix!r}: " + "; ".join(problems) + ". ")
+        if partial_load:
+            warnings.warn(message + "Loading what matches (partial_load=True).", stacklevel=3)
+            return
+        raise ValueError(message + "Use the configuration stored with the checkpoint (its bert_config.json / "
+                         "config.json and the model family it was trained as), or pass partial_load=True to load "
+                         "only what matches.")
+
+    def google_config(self):
+        """The Google ``bert_config.json`` keys that rebuild this model (every setting that changes its outputs).
+
+        Example:
+        >>> from bert4long.models import build_transformer_model
+        >>> bert = build_transformer_model(vocab_size=50, hidden_size=8, num_hidden_layers=1, num_attention_heads=2,
+        ...                                intermediate_size=16, layer_norm_epsilon=1e-5, pad_token_id=1,
+        ...                                return_keras_model=False)
+        >>> {k: bert.google_config()[k] for k in ("layer_norm_eps", "pad_token_id")}
+        {'layer_norm_eps': 1e-05, 'pad_token_id': 1}
+        """
+        config = {"vocab_size": self.vocab_size, "hidden_size": self.hidden_size,
+                  "num_hidden_layers": self.num_hidden_layers, "num_attention_heads": self.num_attention_heads,
+                  "intermediate_size": self.intermediate_size, "hidden_act": self.hidden_act,
+                  "max_position_embeddings": self.max_position, "type_vocab_size": self.segment_vocab_size,
+                  "hidden_dropout_prob": self.dropout_rate, "attention_probs_dropout_prob": self.attention_dropout_rate,
+                  "initializer_range": float(self.initializer.stddev), "layer_norm_eps": self.layer_norm_epsilon,
+                  "pad_token_id": self.pad_token_id}
+        if self.embedding_size != self.hidden_size:
+            config["embedding_size"] = self.embedding_size
+        if self.attention_head_size != self.hidden_size // self.num_attention_heads:
+            config["attention_head_size"] = self.attention_head_size
+        if self.attention_key_size != self.attention_head_size:
+            config["attention_key_size"] = self.attention_key_size
+        if self.max_relative_position is not None:
+            config["max_relative_position"] = self.max_relative_position
+        return config
+
+    def write_config(self, path):
+        """Write `google_config` as JSON to ``path``, atomically (so a checkpoint folder rebuilds this model exactly)."""
+        write_text_atomically(path, json.dumps(self.google_config(), indent=2))
 
     def save_weights_as_checkpoint(self, checkpoint_path):
         """Write the weights back in the original layout (hierarchical positions add no rows).
@@ -306,7 +389,7 @@ class BERT(Transformer):
         )
         x = self.token_embedding(token_ids)
         if self.segment_vocab_size > 0:
-            s = keras.layers.Embedding(
+            s = Embedding(
                 self.segment_vocab_size,
                 self.embedding_size,
                 embeddings_initializer=self.initializer,
@@ -648,6 +731,38 @@ CONFIG_RENAMES = {
 }
 
 
+# Unused checkpoint variables that are not an error: heads a model may leave out, ELECTRA's generator.
+OPTIONAL_PREFIXES = ("cls/", "bert/pooler/", "electra/pooler/", "discriminator_predictions/", "generator/",
+                     "generator_predictions/")
+LAYER_NAME = re.compile(r"^(?:bert|electra)/encoder/layer_(\d+)/")
+# Settings the weights' shapes may not reveal: {bert4long name in a stored config: builder attribute}
+STRUCTURE_KEYS = {"num_hidden_layers": "num_hidden_layers", "num_attention_heads": "num_attention_heads",
+                  "hidden_size": "hidden_size", "intermediate_size": "intermediate_size", "vocab_size": "vocab_size",
+                  "max_position": "max_position", "segment_vocab_size": "segment_vocab_size",
+                  "embedding_size": "embedding_size"}
+# The config key a checkpoint variable's first dimension comes from (for shape-mismatch messages).
+SIZE_KEYS = {"word_embeddings": "vocab_size", "position_embeddings": "max_position_embeddings",
+             "token_type_embeddings": "type_vocab_size", "output_bias": "vocab_size"}
+
+
+def stored_config(reader):
+    """``(config in bert4long names, its path)`` stored beside the checkpoint ``reader`` reads; ``({}, None)`` if none."""
+    if isinstance(reader, HuggingFaceReader):
+        path = os.path.join(reader.prefix, "config.json")
+        return read_huggingface_config(path), path
+    for name in ("bert_config.json", "albert_config.json", "config.json"):
+        path = os.path.join(os.path.dirname(reader.prefix), name)
+        if os.path.isfile(path):
+            try:
+                config = read_config(path)
+            except ValueError:
+                return {}, None
+            if "model_type" in config:
+                return {}, None
+            return {ours: config[google] for ours, google in CONFIG_RENAMES.items() if google in config} | config, path
+    return {}, None
+
+
 def family_model_class(model_type):
     """The class of a family kept in its own module (`FAMILY_MODELS`), imported on first use."""
     module, name = FAMILY_MODELS[model_type].split(":")
@@ -659,6 +774,43 @@ def open_checkpoint(path):
     if is_huggingface_folder(path) and not os.path.isfile(os.path.join(path, "bert_model.ckpt.index")):
         return HuggingFaceReader(path)
     return CheckpointReader(path)
+
+
+def check_vocab_size(vocab_size, config_path=None, checkpoint_path=None, vocab_path="the vocabulary"):
+    """Refuse a tokenizer vocabulary whose size differs from the model's, naming both sizes.
+
+    The model's size is the checkpoint's word-embedding rows (else the config's
+    ``vocab_size``). A smaller vocabulary means the files do not belong
+    together; a larger one gives ids the model has no row for.
+
+    Example:
+    >>> import tempfile
+    >>> from bert4long.models import check_vocab_size
+    >>> from bert4long.testing import write_tiny_checkpoint
+    >>> config_path, checkpoint_path, _ = write_tiny_checkpoint(tempfile.mkdtemp())
+    >>> check_vocab_size(30522, config_path, checkpoint_path, "vocab.txt")
+    Traceback (most recent call last):
+    ...
+    ValueError: vocab.txt has 30522 entries but the model's vocabulary has 64 (...
+    """
+    if config_path is None and is_huggingface_folder(checkpoint_path):
+        config_path = os.path.join(checkpoint_path, "config.json")
+    expected, source = None, None
+    if checkpoint_path is not None:
+        reader = open_checkpoint(checkpoint_path)
+        name = next((n for n in ("bert/embeddings/word_embeddings", "electra/embeddings/word_embeddings")
+                     if n in reader), None)
+        if name is not None:
+            expected, source = reader.shape(name)[0], f"rows of {name!r} in {reader.prefix!r}"
+    if expected is None and config_path is not None:
+        config = read_config(config_path)
+        expected, source = config.get("vocab_size"), f"vocab_size in {config_path!r}"
+    if expected is not None and vocab_size != expected:
+        raise ValueError(
+            f"{vocab_path} has {vocab_size} entries but the model's vocabulary has {expected} ({source}): the "
+            "tokenizer would produce ids the model cannot read or that mean other tokens. Use the vocab.txt that "
+            "came with this checkpoint (--vocab)."
+        )
 
 
 def read_config(config_path):
@@ -675,7 +827,8 @@ def read_config(config_path):
 
 
 def build_transformer_model(
-    config_path=None, checkpoint_path=None, model="bert", application="encoder", return_keras_model=True, **kwargs
+    config_path=None, checkpoint_path=None, model="bert", application="encoder", return_keras_model=True,
+    partial_load=False, **kwargs
 ):
     """Build a BERT-family model from a JSON config and load an original checkpoint.
 
@@ -695,6 +848,10 @@ def build_transformer_model(
         application: ``'encoder'``, ``'lm'`` (causal) or ``'unilm'`` (seq2seq mask).
         return_keras_model: False returns the builder (with
             ``load_weights_from_checkpoint`` / ``save_weights_as_checkpoint``).
+        partial_load: True loads a checkpoint that does not match the
+            configuration (trained weights dropped, settings that differ from the
+            config stored beside it) with a warning instead of an error; see
+            `Transformer.load_weights_from_checkpoint`.
         **kwargs: ``with_pool``, ``with_nsp``, ``with_mlm`` (True: probabilities,
             ``'linear'``: logits), ``gathered_mlm`` (extra input of masked positions;
             MLM output only there), ``hierarchical_position`` (None, True = 0.4, or
@@ -745,5 +902,5 @@ def build_transformer_model(
     transformer = model_class(**{k: v for k, v in configs.items() if k in accepted})
     transformer.build()
     if checkpoint_path is not None:
-        transformer.load_weights_from_checkpoint(checkpoint_path)
+        transformer.load_weights_from_checkpoint(checkpoint_path, partial_load=partial_load)
     return transformer.model if return_keras_model else transformer

@@ -1,4 +1,4 @@
-"""The four classic bert4keras script shapes, ported to bert4long, run end to end.
+"""The classic bert4keras script shapes, ported to bert4long, run end to end.
 
 Each test is written as the bert4keras example would be (same imports, same names),
 on a tiny Google-layout checkpoint and a trivially learnable synthetic task, and
@@ -8,6 +8,8 @@ import numpy as np
 import pytest
 
 from bert4long.backend import K, keras
+from bert4long.backend import batch_gather
+from bert4long.layers import LayerNormalization
 from bert4long.layers.crf import ConditionalRandomField
 from bert4long.layers.loss import Loss
 from bert4long.models import build_transformer_model
@@ -168,7 +170,7 @@ def test_unilm_seq2seq_generator(tiny_bert):
         def compute_loss(self, inputs, mask=None):
             y_true, y_mask, y_pred = inputs
             y_true = y_true[:, 1:]
-            y_mask = K.cast(y_mask[:, 1:], K.floatx())
+            y_mask = y_mask[:, 1:]  # int32 segment ids: `Loss` hands them over as floats, as bert4keras did
             y_pred = y_pred[:, :-1]
             loss = K.sparse_categorical_crossentropy(y_true, y_pred)
             return K.sum(loss * y_mask) / K.sum(y_mask)
@@ -263,3 +265,98 @@ def test_lm_random_sample_and_greedy_decoding(tiny_bert):
     samples = completion.random_sample([prompt], n=4, topp=0.9)
     assert len(samples) == 4 and all(1 <= len(s) <= 4 for s in samples)
     assert all(0 <= t < tokenizer.vocab_size for s in samples for t in s)
+
+
+def test_relation_extraction_with_conditional_layer_norm(tiny_bert):
+    """task_relation_extraction.py: subject tagger, then objects and predicates tagged by a
+    LayerNorm conditioned on the subject's start and end vectors, trained through one Loss layer."""
+    config_path, checkpoint_path, dict_path = tiny_bert
+    rng = np.random.default_rng(3)
+    tokenizer = Tokenizer(dict_path, do_lower_case=True)
+    # a sentence holds one subject word (w0..w9) and one object word (w10..w19); the predicate
+    # is the object word's parity
+    data = []
+    for _ in range(96):
+        words = list(rng.choice(WORDS[20:], 5))
+        s, o = rng.choice(5, 2, replace=False)
+        words[s], words[o] = rng.choice(WORDS[:10]), rng.choice(WORDS[10:20])
+        data.append((words, s + 1, o + 1, WORDS.index(words[o]) % 2))  # +1: [CLS]
+    num_predicates = 2
+
+    class data_generator(DataGenerator):  # noqa: N801
+        def __iter__(self, random=False):
+            batch = [[] for _ in range(5)]
+            for is_end, (words, s, o, p) in self.sample(random):
+                token_ids, segment_ids = tokenizer.encode(" ".join(words))
+                subject_labels = np.zeros((len(token_ids), 2))
+                subject_labels[s] = 1
+                object_labels = np.zeros((len(token_ids), num_predicates, 2))
+                object_labels[o, p] = 1
+                for column, value in zip(batch, [token_ids, segment_ids, subject_labels, [s, s], object_labels]):
+                    column.append(value)
+                if len(batch[0]) == self.batch_size or is_end:
+                    yield [sequence_padding(column) for column in batch], None
+                    batch = [[] for _ in range(5)]
+
+    def extract_subject(inputs):
+        """Subject vector: the encoder output at its start and end, concatenated."""
+        output, subject_ids = inputs
+        start = batch_gather(output, subject_ids[:, :1])
+        end = batch_gather(output, subject_ids[:, 1:])
+        subject = K.concatenate([start, end], 2)
+        return subject[:, 0]
+
+    subject_labels = keras.layers.Input(shape=(None, 2), name="Subject-Labels")
+    subject_ids = keras.layers.Input(shape=(2,), name="Subject-Ids")
+    object_labels = keras.layers.Input(shape=(None, num_predicates, 2), name="Object-Labels")
+    bert = build_transformer_model(config_path, checkpoint_path, return_keras_model=False)
+    output = keras.layers.Dense(2, activation="sigmoid", kernel_initializer=bert.initializer)(bert.model.output)
+    subject_preds = keras.layers.Lambda(lambda x: x**2)(output)
+    # bert4keras: output = bert.model.layers[-2].get_output_at(-1) (Keras 2 only; see docs/porting.md)
+    output = bert.model.output
+    subject = keras.layers.Lambda(extract_subject)([output, subject_ids])
+    output = LayerNormalization(conditional=True)([output, subject])
+    output = keras.layers.Dense(num_predicates * 2, activation="sigmoid", kernel_initializer=bert.initializer)(output)
+    output = keras.layers.Lambda(lambda x: x**4)(output)
+    object_preds = keras.layers.Reshape((-1, num_predicates, 2))(output)
+    object_model = keras.models.Model(bert.model.inputs + [subject_ids], object_preds)
+
+    class TotalLoss(Loss):
+        def compute_loss(self, inputs, mask=None):
+            subject_labels, object_labels = inputs[:2]
+            subject_preds, object_preds, _ = inputs[2:]
+            if mask[4] is None:
+                mask = 1.0
+            else:
+                mask = K.cast(mask[4], K.floatx())
+            subject_loss = K.binary_crossentropy(subject_labels, subject_preds)
+            subject_loss = K.mean(subject_loss, 2)
+            subject_loss = K.sum(subject_loss * mask) / K.sum(mask)
+            object_loss = K.binary_crossentropy(object_labels, object_preds)
+            object_loss = K.sum(K.mean(object_loss, 3), 2)
+            object_loss = K.sum(object_loss * mask) / K.sum(mask)
+            return subject_loss + object_loss
+
+    subject_preds, object_preds = TotalLoss([2, 3])(
+        [subject_labels, object_labels, subject_preds, object_preds, bert.model.output]
+    )
+    train_model = keras.models.Model(
+        bert.model.inputs + [subject_labels, subject_ids, object_labels], [subject_preds, object_preds]
+    )
+    train_model.compile(optimizer=Adam(5e-3))
+
+    def predicate_accuracy():
+        """Share of sentences whose object position gets the right predicate, given the subject."""
+        encoded = [tokenizer.encode(" ".join(words)) for words, *_ in data[:32]]
+        inputs = [sequence_padding([e[0] for e in encoded]), sequence_padding([e[1] for e in encoded]),
+                  to_array([[s, s] for _, s, _, _ in data[:32]])]
+        preds = object_model.predict(inputs, verbose=0)
+        return np.mean([preds[i, o, :, 0].argmax() == p for i, (_, _, o, p) in enumerate(data[:32])])
+
+    before = predicate_accuracy()
+    history = train_model.fit(data_generator(data, 16).forfit(), steps_per_epoch=6, epochs=8, verbose=0).history
+    after = predicate_accuracy()
+    assert history["loss"][-1] < 0.3 * history["loss"][0], history["loss"]
+    assert after >= 0.9 and after > before, (before, after)
+    norm = next(layer for layer in object_model.layers if isinstance(layer, LayerNormalization))
+    assert np.abs(norm.gamma_dense.kernel.numpy()).max() > 0  # the condition was learned from

@@ -132,7 +132,7 @@ def test_ctrl_c_saves_the_state_after_the_current_step(tiny_bert, tmp_path):
     fit_resumable(straight, _data, 4, str(tmp_path / "a"), {}, save_every=2, verbose=0, tensorboard=False)
     interrupted = _model(tiny_bert)
     handler = signal.getsignal(signal.SIGINT)
-    with pytest.raises(TrainingInterrupted, match=r"^SIGINT received: stopped after step 2 of 4 and saved a "
+    with pytest.raises(TrainingInterrupted, match=r"^SIGINT \(Ctrl-C\) received: stopped after step 2 of 4 and saved a "
                                                   r"checkpoint in '.*b/checkpoints'; run the same command") as caught:
         fit_resumable(interrupted, _data, 4, str(tmp_path / "b"), {}, save_every=4, callbacks=[_CtrlC()],
                       verbose=0, tensorboard=False)

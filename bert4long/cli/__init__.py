@@ -7,8 +7,8 @@ Run ``bert4long COMMAND --help`` for its options.
 import argparse
 import os
 import sys
-
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # before any command module loads TensorFlow
+import tempfile
+import warnings
 
 from bert4long.cli.checkpoint_tools import (
     add_convert_arguments,
@@ -28,12 +28,18 @@ from bert4long.cli.mlm import (
     run_pretrain,
 )
 from bert4long.cli.output_guard import guarded_output
-from bert4long.cli.tasks import add_finetune_arguments, run_finetune
+from bert4long.cli.tasks import (
+    add_finetune_arguments,
+    add_predict_arguments,
+    run_finetune,
+    run_predict,
+)
 from bert4long.training.interrupt import TrainingInterrupted, sigterm_stops
 
 COMMANDS = {
     "pretrain": (add_pretrain_arguments, run_pretrain, "continued MLM pretraining (no arguments: the demo)"),
-    "finetune": (add_finetune_arguments, run_finetune, "fine-tune a long-document classifier"),
+    "finetune": (add_finetune_arguments, run_finetune, "fine-tune a long-document classifier or token labeller"),
+    "predict": (add_predict_arguments, run_predict, "run a fine-tuned model (or an encoder: embeddings) over documents"),
     "evaluate": (add_evaluate_arguments, run_evaluate, "MLM accuracy of a checkpoint on a corpus"),
     "export": (add_export_arguments, run_export, "write a TensorFlow SavedModel"),
     "info": (add_info_arguments, run_info, "show a checkpoint's config, variables and readable lengths"),
@@ -48,6 +54,7 @@ def build_parser():
         description="BERT-family models that read long documents. Start with `bert4long pretrain` (a demo).",
         formatter_class=argparse.RawDescriptionHelpFormatter,
         epilog="Examples:\n  bert4long pretrain                       # the MiniLM demo, a few minutes\n"
+               "  bert4long pretrain --demo --seq-len 4096 --attention sliding_window --attention-config window=256\n"
                "  bert4long pretrain --checkpoint uncased_L-12_H-768_A-12/bert_model.ckpt \\\n"
                "      --config uncased_L-12_H-768_A-12/bert_config.json --corpus my_texts/ \\\n"
                "      --seq-len 2048 --hierarchical-position --steps 10000 --out run1\n"
@@ -56,17 +63,66 @@ def build_parser():
                "--hierarchical-position --out served/",
     )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    parser.commands = {}
     for name, (add_arguments, run, summary) in COMMANDS.items():
-        add_arguments(sub.add_parser(name, help=summary))
+        command = sub.add_parser(name, help=summary, allow_abbrev=False)
+        add_arguments(command)
+        command.add_argument("--verbose", action="store_true", help="show TensorFlow's start-up and device logs")
+        parser.commands[name] = command
     return parser
 
 
+def given_options(command_parser, argv):
+    """The ``dest`` of every option written on the command line (so the demo keeps the ones given)."""
+    given = set()
+    for token in argv:
+        action = command_parser._option_string_actions.get(token.split("=", 1)[0]) if token.startswith("-") else None
+        if action is not None:
+            given.add(action.dest)
+    return given
+
+
+def quiet_tensorflow(verbose):
+    """Start TensorFlow with its start-up logs (CUDA probing, CPU features, absl's preamble) silenced, unless
+    ``verbose``. TensorFlow 2.21 writes some of them through absl before ``TF_CPP_MIN_LOG_LEVEL`` is read, so
+    the import and the device set-up run with the stderr file descriptor parked in a temporary file, which
+    is replayed if the import fails. A TF_CPP_MIN_LOG_LEVEL set by the user is kept."""
+    if verbose or "tensorflow" in sys.modules:
+        return
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+    warnings.filterwarnings("ignore", module="keras")
+    warnings.filterwarnings("ignore", module="tensorflow")
+    sys.stderr.flush()
+    saved = os.dup(2)
+    with tempfile.TemporaryFile() as sink:
+        os.dup2(sink.fileno(), 2)
+        try:
+            import tensorflow as tf
+
+            tf.config.list_physical_devices()
+            tf.constant(0)  # creates the devices: their probing logs land in the sink too
+        except BaseException:
+            os.dup2(saved, 2)
+            sink.seek(0)
+            sys.stderr.write(sink.read().decode(errors="replace"))
+            raise
+        finally:
+            os.dup2(saved, 2)
+            os.close(saved)
+    from absl import logging as absl_logging
+
+    absl_logging.set_verbosity(absl_logging.ERROR)
+
+
 def main(argv=None):
+    argv = sys.argv[1:] if argv is None else list(argv)
     parser = build_parser()
     args = parser.parse_args(argv)
     if args.command is None:
         parser.print_help()
         return 2
+    quiet_tensorflow(args.verbose)
+    args.given = given_options(parser.commands[args.command], argv[argv.index(args.command) + 1:])
     default_config(args)
     try:
         with sigterm_stops(args.command), guarded_output(args):

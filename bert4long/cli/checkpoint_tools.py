@@ -2,8 +2,21 @@
 import os
 import tempfile
 
-from bert4long.cli.options import add_model_arguments, model_kwargs
+from bert4long.cli.inputs import check_checkpoint, max_position_of
+from bert4long.cli.options import add_model_arguments, check_model_options, model_kwargs, positive_int
 from bert4long.cli.output_guard import add_overwrite_argument
+
+ESTIMATED_LENGTHS = (512, 1024, 2048, 4096, 8192, 16384, 32768)
+# Score-like float32 tensors per query token and head that each kernel keeps for the backward pass
+# (scores, probabilities, dropout mask: 3 each), with its default options; chunked recomputes its blocks.
+KEYS_PER_QUERY = {
+    "full": lambda length: 3 * length,
+    "sliding_window": lambda length: 3 * (min(512, length) + 1),
+    "bigbird": lambda length: 3 * 64 * (3 + 2 + 3),
+    "lsh": lambda length: 3 * 2 * 2 * 64,
+    "performer": lambda length: 2 * 256,
+    "chunked": lambda length: 0,
+}
 
 
 def add_export_arguments(parser):
@@ -14,15 +27,19 @@ def add_export_arguments(parser):
     parser.add_argument("--with-pool", action="store_true", help="include the pooler (pooled_output)")
     parser.add_argument("--out", required=True, help="export folder")
     add_overwrite_argument(parser)
+    parser.add_argument("--max-length", type=positive_int,
+                        help="longest request served (default: what the model can place, n or n^2 hierarchical)")
 
 
 def run_export(args):
     from bert4long.export import export_saved_model
     from bert4long.models import build_transformer_model
 
+    check_checkpoint(args)
+    check_model_options(args, max_position_of(args), check_length=False)  # the export reads any length
     model = build_transformer_model(args.config, args.checkpoint, with_mlm=args.with_mlm, with_pool=args.with_pool,
                                     **model_kwargs(args))
-    names = export_saved_model(model, args.out, overwrite=args.overwrite)
+    names = export_saved_model(model, args.out, max_length=args.max_length, overwrite=args.overwrite)
     print(f"SavedModel written to {os.path.abspath(args.out)}; serving_default outputs: {', '.join(names)}")
 
 
@@ -33,6 +50,8 @@ def add_info_arguments(parser):
 
 
 def run_info(args):
+    import numpy as np
+
     from bert4long.huggingface import HuggingFaceReader, read_huggingface_config
     from bert4long.models import open_checkpoint, read_config
 
@@ -56,6 +75,51 @@ def run_info(args):
     heads = [h for h, p in (("MLM", "cls/predictions/"), ("NSP", "cls/seq_relationship/"), ("pooler", "bert/pooler/"))
              if any(name.startswith(p) for name in reader.names())]
     print(f"heads: {', '.join(heads) or 'none (encoder only)'}")
+    if all(k in config for k in ("hidden_size", "num_hidden_layers", "num_attention_heads")):
+        parameters = sum(int(np.prod(reader.shape(name))) for name in reader.names()
+                         if not name.endswith(("adam_m", "adam_v")))
+        _print_attention_fit(config, parameters, _memory_bytes())
+
+
+def _memory_bytes():
+    """This machine's memory: MemAvailable from /proc/meminfo, else the physical memory."""
+    try:
+        with open("/proc/meminfo", encoding="utf-8") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+
+
+def training_step_bytes(config, parameters, attention, length):
+    """Rough float32 bytes of one training step at batch 1 inside ``tf.function``: 1 GiB for the TensorFlow
+    runtime, weights, gradients and AdamW's two slots (16 bytes a parameter), activations per layer and
+    token (36 hidden-size and 6 intermediate-size floats) and the kernel's score tensors. The activation
+    factor is fitted to peaks measured on all-MiniLM-L6-v2 with chunked attention (1.8 / 2.4 / 3.6 / 5.0 GB
+    at 1,024 / 2,048 / 4,096 / 8,192 tokens; this gives 1.9 / 2.6 / 3.9 / 6.3)."""
+    hidden, layers, heads = config["hidden_size"], config["num_hidden_layers"], config["num_attention_heads"]
+    intermediate = config.get("intermediate_size", 4 * hidden)
+    activations = layers * length * (36 * hidden + 6 * intermediate)
+    scores = layers * heads * length * KEYS_PER_QUERY[attention](length)
+    if attention == "chunked":  # one block of 256 queries at a time, recomputed in the backward pass
+        scores = 3 * heads * min(256, length) * length
+    return 2**30 + 16 * parameters + 4 * (activations + scores)
+
+
+def _print_attention_fit(config, parameters, memory):
+    print(f"--attention by length (an ESTIMATE for one training step, batch 1, float32, inside tf.function, "
+          f"default kernel options, against {memory / 2**30:.1f} GiB available here; eager mode needs more, "
+          "--recompute and mixed precision less; measure before relying on it):")
+    print("  " + "".ljust(16) + "".join(f"{n:>8}" for n in ESTIMATED_LENGTHS))
+    for attention in KEYS_PER_QUERY:
+        cells = []
+        for length in ESTIMATED_LENGTHS:
+            need = training_step_bytes(config, parameters, attention, length)
+            cells.append(f"{need / 2**30:7.1f}G" if need <= memory else "      --")
+        print("  " + attention.ljust(16) + "".join(cells))
+    print("  (GiB needed where it fits; -- where it does not)")
 
 
 def add_extend_arguments(parser):

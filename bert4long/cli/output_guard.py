@@ -3,7 +3,7 @@ import contextlib
 import json
 import os
 
-from bert4long.cli.mlm import _demo_defaults
+from bert4long.cli.mlm import check_pretrain_arguments
 from bert4long.outputs import OutputFolder, check_output_file
 from bert4long.training.lock import RunLock
 
@@ -42,9 +42,8 @@ def guarded_output(args):
     if args.command not in INPUT_OPTIONS or not _writes(args):
         yield
         return
-    if args.command == "pretrain" and (args.demo or (args.corpus is None and args.checkpoint is None)):
-        args.demo = True
-        _demo_defaults(args)   # the demo's own checkpoint and --out
+    if args.command == "pretrain":
+        args.demo = check_pretrain_arguments(args)   # the demo sets its own checkpoint and --out
     inputs = [getattr(args, name, None) for name in INPUT_OPTIONS[args.command]]
     training = args.command in TRAINING_COMMANDS
     output = OutputFolder(args.out, args.command, inputs, overwrite=args.overwrite, resume=training)

@@ -1,8 +1,15 @@
 """Long-document data: truncation, chunking and pooling, MLM masking, packing,
 and ``tf.data`` pipelines from folders of text to batches. See docs/data.md."""
 from bert4long.data.chunking import chunk_documents, chunk_spans
-from bert4long.data.corpus import Corpus, list_files, load_corpus, read_documents, read_texts
+from bert4long.data.corpus import (
+    Corpus,
+    list_files,
+    load_corpus,
+    read_documents,
+    read_texts,
+)
 from bert4long.data.masking import MLMMasker
+from bert4long.data.order import epoch_permutation, example_order
 from bert4long.data.packing import pack_documents
 from bert4long.data.pipeline import (
     classification_dataset,
@@ -20,6 +27,8 @@ __all__ = [
     "chunk_spans",
     "classification_dataset",
     "default_bucket_lengths",
+    "epoch_permutation",
+    "example_order",
     "label_ids",
     "list_files",
     "load_corpus",

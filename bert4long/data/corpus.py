@@ -89,7 +89,7 @@ def _decode(data, source, errors, skipped):
         raise ValueError(
             f"{source}: invalid UTF-8 byte {data[err.start:err.start + 1]!r} on line +{line} of the "
             "document; fix the file or pass errors='skip' (count the document as skipped) "
-            "or errors='replace'"
+            "or errors='replace' (on the command line: --errors skip / --errors replace)"
         ) from None
 
 

@@ -9,6 +9,7 @@ from bert4long.layers.global_pointer import EfficientGlobalPointer, GlobalPointe
 from bert4long.layers.heads import BiasAdd, GatherPositions, TakeToken
 from bert4long.layers.loss import Loss
 from bert4long.layers.masks import PaddingMask, UniLMMask
+from bert4long.layers.normalization import LayerNormalization
 from bert4long.layers.positions import RelativePositionEmbedding, SinusoidalPositionEmbedding
 
 __all__ = [
@@ -20,6 +21,7 @@ __all__ = [
     "GatherPositions",
     "GlobalPointer",
     "HierarchicalPositionEmbedding",
+    "LayerNormalization",
     "Loss",
     "MultiHeadAttention",
     "PaddingMask",

@@ -4,6 +4,7 @@ import tensorflow as tf
 from keras import ops
 
 from bert4long.layers.position_extension import extended_rows, extension_capacity, validate_alpha
+from bert4long.layers.range_checks import checked_ids, poison_rows
 
 MERGE_MODES = ("add", "mul", "zero", "concat")
 
@@ -37,7 +38,9 @@ class Embedding(keras.layers.Embedding):
 
     Call with ``mode='embedding'`` (ids -> vectors) or ``mode='dense'``
     (vectors -> vocabulary logits with the transposed table), as bert4keras does
-    for the masked-LM head.
+    for the masked-LM head. An id outside ``[0, input_dim)`` is an error
+    (``InvalidArgumentError``), not a clamped or wrapped row; under XLA, which drops
+    assertions, its row is NaN instead (see `bert4long.layers.range_checks`).
 
     Example:
     >>> import numpy as np
@@ -50,7 +53,12 @@ class Embedding(keras.layers.Embedding):
 
     def call(self, inputs, mode="embedding"):
         if mode == "embedding":
-            return super().call(inputs)
+            ids, assertions, bad = checked_ids(inputs, self.input_dim, (
+                f"Layer {self.name!r} got an id outside [0, {self.input_dim}): its table has {self.input_dim} rows. "
+                "Token ids must come from the model's own vocab.txt (vocab_size); segment ids must be below "
+                "type_vocab_size."))
+            with tf.control_dependencies(assertions):
+                return poison_rows(super().call(ids), bad)
         if mode != "dense":
             raise ValueError(f"Embedding mode must be 'embedding' or 'dense', got {mode!r}.")
         table = ops.cast(self.embeddings, inputs.dtype)
@@ -155,17 +163,27 @@ class PositionEmbedding(keras.layers.Layer):
         return [tf.debugging.assert_less_equal(length, self.max_length, message=message.format("this"))]
 
     def call(self, inputs):
+        bad = None  # positions this layer cannot place, for poison_rows (XLA drops the assertions)
         if self.custom_position_ids:
             inputs, position_ids = inputs
             position_ids = ops.cast(position_ids, "int32")
             checks = self._check_length(ops.max(position_ids) + 1)
+            bad = position_ids < 0
+            checks.append(tf.debugging.assert_equal(ops.any(bad), False, message=(
+                f"Layer {self.name!r} got a negative position id: position ids count from 0.")))
         else:
             length = inputs.shape[1] if inputs.shape[1] is not None else ops.shape(inputs)[1]
             checks = self._check_length(length)
             position_ids = ops.arange(ops.shape(inputs)[1], dtype="int32")[None]
+        fits = isinstance(inputs.shape[1], int) and inputs.shape[1] <= (self.max_length or 0)
+        if self.max_length is not None and (self.custom_position_ids or not fits):
+            too_far = position_ids >= self.max_length
+            bad = too_far if bad is None else ops.logical_or(bad, too_far)
         with tf.control_dependencies(checks):
             table = ops.cast(self.embeddings, self.compute_dtype)
             embeddings = extended_rows(table, position_ids, self.method, self.alpha, self.extension_length)
+            if bad is not None:
+                embeddings = poison_rows(embeddings, bad)
         return merge_positions(inputs, embeddings, self.merge_mode)
 
     def compute_output_shape(self, input_shape):

@@ -1,6 +1,9 @@
 """Small layers used by the output heads (pooler, masked-LM)."""
 import keras
+import tensorflow as tf
 from keras import ops
+
+from bert4long.layers.range_checks import checked_ids, poison_rows
 
 
 @keras.saving.register_keras_serializable(package="bert4long")
@@ -36,6 +39,8 @@ class GatherPositions(keras.layers.Layer):
 
     The masked-LM head uses it to project only the masked tokens to the
     vocabulary: at 4,096 tokens a full-sequence softmax costs hundreds of MB a sample.
+    A position outside ``[0, length)`` is an error (NaN rows under XLA, see
+    `bert4long.layers.range_checks`).
 
     Example:
     >>> import numpy as np
@@ -47,7 +52,11 @@ class GatherPositions(keras.layers.Layer):
 
     def call(self, inputs):
         x, positions = inputs
-        return ops.take_along_axis(x, ops.cast(positions, "int32")[..., None], axis=1)
+        positions, assertions, bad = checked_ids(positions, ops.shape(x)[1], (
+            f"Layer {self.name!r} got a position outside the sequence: masked positions must be at least 0 and "
+            "below the number of tokens in the batch."))
+        with tf.control_dependencies(assertions):
+            return poison_rows(ops.take_along_axis(x, positions[..., None], axis=1), bad)
 
     def compute_output_shape(self, input_shape):
         x_shape, positions_shape = input_shape

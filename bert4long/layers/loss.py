@@ -10,7 +10,10 @@ class Loss(keras.layers.Layer):
     Subclass it and write `compute_loss`; compile the model with ``loss=None`` and
     feed the targets as extra model inputs (bert4keras's pattern for losses that
     need several tensors, e.g. a seq2seq loss masked by the segment ids). A
-    non-scalar loss is averaged.
+    non-scalar loss is averaged. As in bert4keras, where every model input was
+    a float, `compute_loss` sees integer inputs (token ids, segment ids) cast
+    to ``keras.config.floatx()``, so ``loss * y_mask`` works on int32 segment
+    ids; the layer's outputs keep their dtypes.
 
     Args:
         output_axis: what the layer returns: ``None`` all inputs, an int one of
@@ -49,7 +52,7 @@ class Loss(keras.layers.Layer):
         return items[self.output_axis]
 
     def call(self, inputs, mask=None):
-        loss = self.compute_loss(inputs, mask)
+        loss = self.compute_loss(keras.tree.map_structure(_as_float, inputs), mask)
         self.add_loss(ops.mean(loss))
         return self._select(inputs)
 
@@ -63,3 +66,10 @@ class Loss(keras.layers.Layer):
         config = super().get_config()
         config.update(output_axis=self.output_axis)
         return config
+
+
+def _as_float(x):
+    """Integer tensors as ``floatx`` (bert4keras's float inputs); others unchanged."""
+    if "int" in keras.backend.standardize_dtype(x.dtype):
+        return ops.cast(x, keras.config.floatx())
+    return x

@@ -10,6 +10,7 @@ import keras
 import numpy as np
 from keras import ops
 
+from bert4long.checked_model import CheckedModel
 from bert4long.layers import TakeToken
 from bert4long.models import build_transformer_model
 from bert4long.training.mlm import dtype_policy
@@ -87,7 +88,7 @@ def build_classifier(config_path, checkpoint_path, num_labels, pooling="cls", dr
             pooled = MeanOverChunks(name="Classifier-Pool")([vectors, inputs[0]])
         pooled = keras.layers.Dropout(dropout_rate, name="Classifier-Dropout")(pooled)
         logits = keras.layers.Dense(num_labels, dtype="float32", name="Classifier-Logits")(pooled)
-    return keras.Model(inputs, logits, name=f"classifier_{pooling}")
+    return CheckedModel(inputs, logits, name=f"classifier_{pooling}")
 
 
 def build_token_labeller(config_path, checkpoint_path, num_labels, dropout_rate=0.1, precision=None, **kwargs):
@@ -101,7 +102,7 @@ def build_token_labeller(config_path, checkpoint_path, num_labels, dropout_rate=
         encoder = build_transformer_model(config_path, checkpoint_path, **kwargs)
         x = keras.layers.Dropout(dropout_rate, name="Labeller-Dropout")(encoder.outputs[0])
         logits = keras.layers.Dense(num_labels, dtype="float32", name="Labeller-Logits")(x)
-    return keras.Model(encoder.inputs, logits, name="token_labeller")
+    return CheckedModel(encoder.inputs, logits, name="token_labeller")
 
 
 def token_label_weights(token_ids, special_ids=(0, 2, 3)):

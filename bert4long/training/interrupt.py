@@ -8,6 +8,11 @@ import keras
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
 
 
+def signal_name(signum):
+    """``'SIGTERM'``, ``'SIGINT (Ctrl-C)'``, ..."""
+    return signal.Signals(signum).name + (" (Ctrl-C)" if signum == signal.SIGINT else "")
+
+
 class TrainingInterrupted(Exception):
     """Training stopped on a signal after saving its state; ``exit_code`` is ``128 + signal``."""
 
@@ -46,7 +51,7 @@ def signals_to(stopper):
 
     def handler(signum, frame):
         if stopper.received is not None:
-            raise KeyboardInterrupt(f"second {signal.Signals(signum).name}: stopped without saving")
+            raise KeyboardInterrupt(f"second {signal_name(signum)}: stopped without saving")
         stopper.received = signum
 
     previous = {s: signal.signal(s, handler) for s in STOP_SIGNALS}

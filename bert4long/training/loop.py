@@ -3,14 +3,18 @@ import contextlib
 import importlib.util
 import math
 import os
-import signal
 import time
 
 import keras
 import numpy as np
 import tensorflow as tf
 
-from bert4long.training.interrupt import StopOnSignal, TrainingInterrupted, signals_to
+from bert4long.training.interrupt import (
+    StopOnSignal,
+    TrainingInterrupted,
+    signal_name,
+    signals_to,
+)
 from bert4long.training.lock import RunLock
 from bert4long.training.resume import RunDirectory
 
@@ -72,7 +76,8 @@ def fit_distributed(model, dataset, steps):
 
 
 def fit_resumable(model, make_dataset, steps, out_dir, config, save_every=100, tokens_per_step=None,
-                  callbacks=(), verbose="auto", tensorboard=True, keep=2, accept_changes=False):
+                  callbacks=(), verbose="auto", tensorboard=True, keep=2, accept_changes=False,
+                  on_save=None):
     """Train ``model`` (compiled) for ``steps`` batches, checkpointing every ``save_every``.
 
     ``make_dataset(start_step)`` must return the (endless) batches from
@@ -85,6 +90,8 @@ def fit_resumable(model, make_dataset, steps, out_dir, config, save_every=100, t
     checkpoint there and raises `TrainingInterrupted`. While it checkpoints, the
     run holds ``out_dir``'s lock (`RunLock`): a second run on the same folder is
     refused. ``save_every=0`` never checkpoints (e.g. on non-chief workers).
+    ``on_save(step, directory)`` is called after every checkpoint written (the
+    CLI prints a line, even when quiet).
 
     Returns a dict: ``start_step``, ``steps``, ``seconds``, ``tokens_per_second``,
     ``logs`` (the last interval's Keras logs).
@@ -97,10 +104,11 @@ def fit_resumable(model, make_dataset, steps, out_dir, config, save_every=100, t
     run = RunDirectory(out_dir, config, keep=keep, accept_changes=accept_changes)
     with (RunLock(run.out_dir) if save_every else contextlib.nullcontext()), signals_to(StopOnSignal()) as stopper:
         return _fit_intervals(model, make_dataset, steps, run, save_every, tokens_per_step, [stopper, *callbacks],
-                              verbose, tensorboard)
+                              verbose, tensorboard, on_save)
 
 
-def _fit_intervals(model, make_dataset, steps, run, save_every, tokens_per_step, callbacks, verbose, tensorboard):
+def _fit_intervals(model, make_dataset, steps, run, save_every, tokens_per_step, callbacks, verbose, tensorboard,
+                   on_save):
     stopper = callbacks[0]
     optimizer = model.optimizer
     optimizer.build(model.trainable_variables)
@@ -142,11 +150,15 @@ def _fit_intervals(model, make_dataset, steps, run, save_every, tokens_per_step,
         logs = {k: float(v[-1]) for k, v in history.history.items()}
         if save_every and (step % interval == 0 or step == steps):
             run.save(checkpoint, step, extra={"logs": logs})
+            if on_save is not None:
+                on_save(step, run.directory)
     if stopper.received is not None:
         if save_every and run.latest_step() != step:
             run.save(checkpoint, step, extra={"logs": logs})
+            if on_save is not None:
+                on_save(step, run.directory)
         raise TrainingInterrupted(
-            f"{signal.Signals(stopper.received).name} received: stopped after step {step} of {steps} and "
+            f"{signal_name(stopper.received)} received: stopped after step {step} of {steps} and "
             + (f"saved a checkpoint in {run.directory!r}; run the same command again to resume."
                if save_every else "saved nothing (this process writes no checkpoints)."),
             stopper.received)

@@ -6,9 +6,11 @@ The model is bert4long's BERT with the *gathered* MLM head (logits only at the
 `SparseCategoricalAccuracy`, both weighted by ``masked_weights``, so the loss and
 the accuracy count masked positions only (padding predictions have weight 0).
 
-Batches are a pure function of the step: batch ``s`` holds sequences
-``s*B .. s*B+B-1`` (cycling over the packed corpus) masked with the stateless
-seed ``(seed, index)``, so a resumed run sees exactly the batches the
+Batches are a pure function of the step: batch ``s`` holds global positions
+``i = s*B .. s*B+B-1``; position ``i`` reads the packed sequence that the
+per-epoch shuffle of `bert4long.data.order` puts there (a new order every pass
+over the corpus, a pure function of ``(seed, epoch)``), masked with the
+stateless seed ``(seed, i)``. So a resumed run sees exactly the batches the
 uninterrupted run would have seen.
 """
 import contextlib
@@ -19,6 +21,7 @@ import numpy as np
 import tensorflow as tf
 
 from bert4long.data.masking import MLMMasker
+from bert4long.data.order import example_order
 from bert4long.huggingface import is_huggingface_folder
 from bert4long.models import build_transformer_model
 
@@ -44,7 +47,7 @@ def dtype_policy(policy):
         keras.config.set_dtype_policy(previous)
 
 
-def build_mlm_model(config_path=None, checkpoint_path=None, precision=None, **kwargs):
+def build_mlm_model(config_path=None, checkpoint_path=None, precision=None, partial_load=False, **kwargs):
     """A BERT with the gathered MLM head (logits), loaded from a Google checkpoint or HF folder.
 
     A checkpoint without MLM head (e.g. a Hugging Face sentence encoder) loads the
@@ -66,12 +69,12 @@ def build_mlm_model(config_path=None, checkpoint_path=None, precision=None, **kw
         has_head = True
         if checkpoint_path is not None:
             try:
-                builder.load_weights_from_checkpoint(checkpoint_path)
+                builder.load_weights_from_checkpoint(checkpoint_path, partial_load=partial_load)
             except ValueError as error:
                 if "'cls/predictions" not in str(error):
                     raise
                 has_head = False
-                encoder = build_transformer_model(config_path, checkpoint_path, **{
+                encoder = build_transformer_model(config_path, checkpoint_path, partial_load=partial_load, **{
                     k: v for k, v in kwargs.items() if k not in ("recompute",)})
                 for layer in encoder.layers:
                     if layer.weights:
@@ -102,8 +105,11 @@ def to_model_inputs(batch):
     return x, batch["masked_ids"], batch["masked_weights"]
 
 
-def mlm_batches(sequences, masker, batch_size, seed=0, start_step=0):
+def mlm_batches(sequences, masker, batch_size, seed=0, start_step=0, shuffle=True):
     """Endless deterministic MLM batches from packed ``sequences`` (int32 ``[N, L]``), from ``start_step`` on.
+
+    ``shuffle``: every epoch in a new order (`bert4long.data.order`); False reads
+    the sequences in their order (evaluation).
 
     Example:
     >>> import numpy as np
@@ -118,14 +124,16 @@ def mlm_batches(sequences, masker, batch_size, seed=0, start_step=0):
     if sequences.ndim != 2 or len(sequences) == 0:
         raise ValueError(f"Need a non-empty [num_sequences, length] array of token ids, got shape {sequences.shape}.")
     table = tf.constant(sequences)
-    count = len(sequences)
+    start = int(start_step) * batch_size
 
-    def example(index):
-        masked = masker(tf.gather(table, index % count), seed=tf.stack([tf.constant(seed, tf.int64), index]))
+    def example(index, row):
+        masked = masker(tf.gather(table, row), seed=tf.stack([tf.constant(seed, tf.int64), index]))
         masked["segment_ids"] = tf.zeros_like(masked["token_ids"])
         return masked
 
-    dataset = tf.data.Dataset.range(int(start_step) * batch_size, np.iinfo(np.int64).max)
+    positions = tf.data.Dataset.range(start, np.iinfo(np.int64).max)
+    rows = example_order(len(sequences), seed, start, shuffle=shuffle)
+    dataset = tf.data.Dataset.zip(positions, rows)
     dataset = dataset.map(example, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
     return dataset.batch(batch_size, drop_remainder=True).map(to_model_inputs).prefetch(tf.data.AUTOTUNE)
 
@@ -140,7 +148,7 @@ def evaluate_mlm(model, sequences, masker, batch_size, steps=None, seed=12345):
     loss_fn = mlm_loss()
     total_loss = total_correct = total_weight = 0.0
     predict = tf.function(lambda x: model(x, training=False), jit_compile=False, reduce_retracing=True)
-    for x, y, w in mlm_batches(sequences, masker, batch_size, seed=seed).take(steps):
+    for x, y, w in mlm_batches(sequences, masker, batch_size, seed=seed, shuffle=False).take(steps):
         logits = tf.cast(predict(x), tf.float32)
         weight = float(tf.reduce_sum(w))
         total_loss += float(loss_fn(y, logits, sample_weight=w)) * weight

