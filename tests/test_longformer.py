@@ -179,6 +179,10 @@ def test_bad_folders_and_options_are_named(folders, tmp_path):
         build_transformer_model(checkpoint_path=bin_only)
     with pytest.raises(ValueError, match="sequence_length=100 is longer than the 78 positions"):
         build_transformer_model(checkpoint_path=folder, sequence_length=100)
+    with pytest.raises(ValueError, match=r"encoder\.layer\.1\..*num_hidden_layers=1 here but 2.*partial_load"):
+        build_transformer_model(checkpoint_path=folder, num_hidden_layers=1, attention_window=4)
+    with pytest.warns(UserWarning, match="num_hidden_layers=1 here but 2"):
+        build_transformer_model(checkpoint_path=folder, num_hidden_layers=1, attention_window=4, partial_load=True)
     model = build_transformer_model(checkpoint_path=folder)
     with pytest.raises(ValueError, match="Sequence of 79 tokens is longer than the 78 positions.*chunks"):
         model([np.zeros((1, 79), "int32")] * 2)
