@@ -84,6 +84,11 @@ def test_mlm_logits_and_hidden_states_equal_transformers(folders):
     np.testing.assert_allclose(hidden, expected.hidden_states[-1].numpy(), atol=TOL, rtol=0)
     local_only = encoder.predict([ids, np.zeros_like(ids), mask], verbose=0)
     assert np.abs(local_only - hidden).max() > 1e-3  # the global tokens matter
+    import tensorflow as tf
+
+    few_slots = build_transformer_model(checkpoint_path=folder, attention_mask_input=True, max_global_tokens=2)
+    with pytest.raises(tf.errors.InvalidArgumentError, match="marked global.*max_global_tokens=2"):
+        few_slots(inputs)  # row 0 has 3 global tokens
 
 
 def test_gradients_equal_transformers(folders):
