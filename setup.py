@@ -21,7 +21,8 @@ setup(
     license="Apache-2.0",
     python_requires=">=3.10",
     packages=find_packages(include=["bert4long", "bert4long.*"]),
+    py_modules=["bert4long_command"],  # the command's entry point, outside the package (see its docstring)
     install_requires=REQUIREMENTS,
     extras_require={"test": ["pytest>=7", "hypothesis>=6", "torch==2.13.0", "transformers==5.23.*"], "benchmarks": ["matplotlib>=3.7"]},
-    entry_points={"console_scripts": ["bert4long=bert4long.cli:main"]},
+    entry_points={"console_scripts": ["bert4long=bert4long_command:main"]},
 )

@@ -8,7 +8,7 @@ import sys
 import pytest
 
 from bert4long.cli import build_parser, given_options, main
-from bert4long.cli.inputs import tokenizer_for, vocab_is_cased
+from bert4long.cli.inputs import lower_case_for, tokenizer_for, vocab_is_cased
 from bert4long.cli.options import check_model_options, model_kwargs
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -172,7 +172,7 @@ def test_casing_follows_the_vocab_unless_overridden(tmp_path):
     (folder / "vocab.txt").write_text(vocab.read_text())
     (folder / "tokenizer_config.json").write_text(json.dumps({"do_lower_case": True}))
     args = Namespace(vocab=None, checkpoint=str(folder), config=None, lower_case=None)
-    assert tokenizer_for(args).tokenize("Paris") == ["[CLS]", "paris", "[SEP]"]  # the checkpoint says so
+    assert lower_case_for(args, str(folder / "vocab.txt")) is True  # the checkpoint says so
 
 
 def test_labels_and_tags_are_checked_before_training(capsys, tiny_bert, tmp_path):
@@ -204,7 +204,8 @@ def test_predict_refuses_input_without_text(capsys, tiny_bert, tmp_path):
     status, err = refused(capsys, ["predict", "--checkpoint", checkpoint, "--input", str(folder),
                                    "--output", str(tmp_path / "out.jsonl")])
     assert status == 1 and "holds no text files" in err and not (tmp_path / "out.jsonl").exists()
-    status, err = refused(capsys, ["predict", "--run", str(tmp_path), "--input", str(folder),
+    (tmp_path / "run").mkdir()
+    status, err = refused(capsys, ["predict", "--run", str(tmp_path / "run"), "--input", str(folder),
                                    "--output", str(tmp_path / "out.jsonl")])
     assert status == 1 and "holds no finetune.json" in err
 
@@ -213,7 +214,7 @@ def test_tensorflow_start_up_logs_are_silenced(tiny_bert, tmp_path):
     _, checkpoint, _ = tiny_bert
     env = {k: v for k, v in os.environ.items() if k != "TF_CPP_MIN_LOG_LEVEL"}
     env["PYTHONPATH"] = ROOT
-    done = subprocess.run([sys.executable, "-m", "bert4long.cli", "info", os.path.dirname(checkpoint)], env=env,
+    done = subprocess.run([sys.executable, "-m", "bert4long_command", "info", os.path.dirname(checkpoint)], env=env,
                           capture_output=True, text=True, timeout=300, cwd=tmp_path, check=False)
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stderr == "", done.stderr[-2000:]  # no oneDNN, CUDA probing or absl lines

@@ -24,6 +24,8 @@ KERNELS = {
     "bigbird": {"block_size": 4, "num_random_blocks": 1, "seed": 2},
     "performer": {"num_features": 16, "block_size": 8, "seed": 1},
     "lsh": {"bucket_size": 4, "num_buckets": 4, "num_hashes": 1, "seed": 1},
+    "longformer": {"window": 8},
+    "block_sparse": {"block_size": 4, "num_random_blocks": 1, "num_heads": 2, "max_position": 64},
 }
 
 
@@ -78,6 +80,12 @@ def test_mixed_float16_trains_with_padding(name, config_path):
     assert np.isfinite(losses).all() and losses[-1] < losses[0] - 0.05, losses
     assert 1.0 <= float(model.optimizer.dynamic_scale) < 2.0**15
     assert 0 < int(model.optimizer.iterations) < 8, int(model.optimizer.iterations)
+
+
+def test_every_registered_kernel_is_covered():
+    from bert4long.attention.base import _KERNELS
+
+    assert sorted(_KERNELS) == sorted(KERNELS), "add the new kernel (a tiny config) to KERNELS above"
 
 
 def test_masked_scores_stay_float32_in_the_softmax():

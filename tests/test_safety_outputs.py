@@ -51,14 +51,14 @@ def test_export_extend_convert_pretrain_refuse_folders_they_did_not_make(model_d
          "is the folder of the input"),
         (["extend", "--checkpoint", ckpt, "--method", "copy", "--max-position", "32", "--out", str(users),
           "--overwrite"], "--overwrite replaces only folders bert4long made"),
-        (["pretrain", "--checkpoint", ckpt, "--corpus", str(users), "--out", str(model_dir)],
+        (["pretrain", "--checkpoint", ckpt, "--corpus", str(users), "--seq-len", "16", "--out", str(model_dir)],
          "is the folder of the input"),
-        (["pretrain", "--checkpoint", ckpt, "--corpus", str(users), "--out", str(users / "run")],
+        (["pretrain", "--checkpoint", ckpt, "--corpus", str(users), "--seq-len", "16", "--out", str(users / "run")],
          "is inside the input folder"),
         (["convert", "--checkpoint", str(model_dir), "--out", str(model_dir / "converted")],
          "is inside the input folder"),
         (["finetune", "--checkpoint", ckpt, "--train", str(users / "thesis.tex"), "--labels",
-          str(users / "thesis.tex"), "--out", str(tmp_path)], "contains the input"),
+          str(users / "thesis.tex"), "--seq-len", "16", "--out", str(tmp_path)], "contains the input"),
     ]
     for argv, expected in cases:
         assert main(argv) == 1, argv
@@ -120,7 +120,7 @@ def test_unwritable_out_fails_before_any_work(model_dir, tmp_path, capsys):
     corpus.write_text('{"text": "w1 w2 w3"}\n')
     before = snapshot(tmp_path)
     inputs = snapshot(model_dir)
-    assert main(["pretrain", "--checkpoint", ckpt, "--corpus", str(corpus), "--out", str(corpus)]) == 1
+    assert main(["pretrain", "--checkpoint", ckpt, "--corpus", str(corpus), "--seq-len", "16", "--out", str(corpus)]) == 1
     assert "is a file, not a folder" in _error(capsys)
     assert main(["export", "--checkpoint", ckpt, "--out", str(corpus / "served")]) == 1
     assert f"cannot be made there: {str(corpus)!r} is a file" in _error(capsys)
@@ -133,14 +133,15 @@ def test_unwritable_out_fails_before_any_work(model_dir, tmp_path, capsys):
     else:
         readonly.chmod(0o555)
     try:
-        assert main(["pretrain", "--checkpoint", ckpt, "--corpus", str(corpus), "--out", str(readonly / "run")]) == 1
+        assert main(["pretrain", "--checkpoint", ckpt, "--corpus", str(corpus), "--seq-len", "16", "--out",
+                     str(readonly / "run")]) == 1
         out, err = capsys.readouterr()
         assert "Cannot write the output folder" in err and "Choose a folder you can write to" in err, err
         assert "MLM accuracy" not in out and "head" not in out   # no model was loaded or evaluated
     finally:
         if os.geteuid() == 0:
             subprocess.run(["umount", str(readonly)], check=False)
-    assert main(["pretrain", "--checkpoint", ckpt, "--corpus", str(tmp_path / "missing"), "--out",
+    assert main(["pretrain", "--checkpoint", ckpt, "--corpus", str(tmp_path / "missing"), "--seq-len", "16", "--out",
                  str(tmp_path / "run")]) == 1   # failed before writing anything: no folder is left behind
     assert "no such file or folder" in _error(capsys) and not (tmp_path / "run").exists()
     readonly.rmdir()
