@@ -11,11 +11,12 @@ builder mixin that loads through it and writes a folder back.
 """
 import json
 import os
+import warnings
 
 import keras
 import numpy as np
 
-from bert4long.huggingface import WEIGHT_FILENAME
+from bert4long.huggingface import WEIGHT_FILENAME, read_huggingface_config
 
 
 class SafetensorsFolder:
@@ -49,6 +50,9 @@ class SafetensorsFolder:
 
     def __contains__(self, name):
         return name in self._keys
+
+    def names(self):
+        return sorted(self._keys)
 
     def source_name(self, name):
         """The safetensors key a name is read from (for error messages)."""
@@ -115,6 +119,35 @@ class HuggingFaceFamily:
 
     def open_checkpoint(self, checkpoint_path):
         return SafetensorsFolder(checkpoint_path, self.task_prefix)
+
+    def check_checkpoint_matches(self, reader, partial_load=False):
+        """Refuse encoder tensors this model would drop and structural settings that differ from the folder's
+        ``config.json`` (with ``partial_load``, warn); task heads (``lm_head.``, ``classifier.``, ...) are optional."""
+        from bert4long.models import STRUCTURE_KEYS
+
+        used = {name for _, _, _, name, _ in self._mapped_weights()}
+        unused = [name for name in reader.names() if name not in used
+                  and name.startswith(("embeddings.", "encoder.")) and not name.endswith("position_ids")]
+        problems = []
+        if unused:
+            problems.append(f"{len(unused)} trained tensor(s) would be dropped by model={self.model_name!r}: "
+                            + ", ".join(unused[:4]) + (", ..." if len(unused) > 4 else ""))
+        config_path = os.path.join(reader.prefix, "config.json")
+        stored = read_huggingface_config(config_path) if os.path.isfile(config_path) else {}
+        for key, attribute in STRUCTURE_KEYS.items():
+            theirs, mine = stored.get(key), getattr(self, attribute, None)
+            if key == "vocab_size" and self.keep_tokens is not None:
+                continue
+            if theirs is not None and mine is not None and theirs != mine:
+                problems.append(f"{key}={mine} here but {theirs} in {config_path}")
+        if not problems:
+            return
+        message = f"The configuration does not match checkpoint {reader.prefix!r}: " + "; ".join(problems) + ". "
+        if partial_load:
+            warnings.warn(message + "Loading what matches (partial_load=True).", stacklevel=3)
+            return
+        raise ValueError(message + "Build from the folder alone (its config.json), or pass partial_load=True to "
+                         "load only what matches.")
 
     def huggingface_config(self):
         raise NotImplementedError

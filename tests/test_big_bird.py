@@ -126,6 +126,18 @@ def test_exported_saved_model_switches_by_length_and_save_back(folders, tmp_path
     np.testing.assert_allclose(again, expected, atol=1e-6, rtol=0)
 
 
+def test_pretraining_folder_gives_mlm_and_nsp_heads(tmp_path):
+    """BigBirdForPreTraining: 'bert.' names, 'cls.predictions' and 'cls.seq_relationship' heads."""
+    randomized(transformers.BigBirdForPreTraining(tiny_config()), 3).save_pretrained(tmp_path / "pretraining")
+    ids, mask = batch(37)
+    expected = reference(transformers.BigBirdForPreTraining, str(tmp_path / "pretraining"), ids, mask)
+    model = build_transformer_model(checkpoint_path=str(tmp_path / "pretraining"), with_nsp=True, with_mlm="linear",
+                                    attention_mask_input=True)
+    nsp, logits = model.predict([ids, ids * 0, mask], verbose=0)
+    np.testing.assert_allclose(logits, expected.prediction_logits.numpy(), atol=TOL, rtol=0)
+    np.testing.assert_allclose(nsp, torch.softmax(expected.seq_relationship_logits, -1).numpy(), atol=TOL, rtol=0)
+
+
 def test_bad_configs_are_named(folders, tmp_path):
     with pytest.raises(ValueError, match="sequence_length=200 is longer than the 128 positions.*hierarchical"):
         build_transformer_model(checkpoint_path=folders["mlm"], sequence_length=200)

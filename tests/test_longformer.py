@@ -84,6 +84,11 @@ def test_mlm_logits_and_hidden_states_equal_transformers(folders):
     np.testing.assert_allclose(hidden, expected.hidden_states[-1].numpy(), atol=TOL, rtol=0)
     local_only = encoder.predict([ids, np.zeros_like(ids), mask], verbose=0)
     assert np.abs(local_only - hidden).max() > 1e-3  # the global tokens matter
+    import tensorflow as tf
+
+    few_slots = build_transformer_model(checkpoint_path=folder, attention_mask_input=True, max_global_tokens=2)
+    with pytest.raises(tf.errors.InvalidArgumentError, match="marked global.*max_global_tokens=2"):
+        few_slots(inputs)  # row 0 has 3 global tokens
 
 
 def test_gradients_equal_transformers(folders):
@@ -120,6 +125,17 @@ def test_unprefixed_model_with_pooler_and_padding_from_token_ids(folders):
     np.testing.assert_allclose(pooled, expected.pooler_output.numpy(), atol=TOL, rtol=0)
     with pytest.raises(ValueError, match="lm_head.dense.weight.*MLM-Dense"):
         build_transformer_model(checkpoint_path=folder, with_mlm=True)
+
+
+def test_sequence_classification_folder_loads_its_encoder(tmp_path):
+    """LongformerForSequenceClassification: 'longformer.' names beside 'classifier.' ones (not ours to read)."""
+    classifier = randomized(transformers.LongformerForSequenceClassification(tiny_config(num_labels=3)), 3)
+    classifier.save_pretrained(tmp_path / "classifier")
+    ids, mask, global_mask = batch()
+    expected = reference(classifier.longformer, ids, mask, global_mask).last_hidden_state.numpy()
+    model = build_transformer_model(checkpoint_path=str(tmp_path / "classifier"), attention_mask_input=True)
+    hidden = model.predict([ids, np.zeros_like(ids), mask * (global_mask + 1)], verbose=0)
+    np.testing.assert_allclose(hidden, expected, atol=TOL, rtol=0)
 
 
 def test_save_back_to_a_folder_transformers_loads(folders, tmp_path):
@@ -168,6 +184,10 @@ def test_bad_folders_and_options_are_named(folders, tmp_path):
         build_transformer_model(checkpoint_path=bin_only)
     with pytest.raises(ValueError, match="sequence_length=100 is longer than the 78 positions"):
         build_transformer_model(checkpoint_path=folder, sequence_length=100)
+    with pytest.raises(ValueError, match=r"encoder\.layer\.1\..*num_hidden_layers=1 here but 2.*partial_load"):
+        build_transformer_model(checkpoint_path=folder, num_hidden_layers=1, attention_window=4)
+    with pytest.warns(UserWarning, match="num_hidden_layers=1 here but 2"):
+        build_transformer_model(checkpoint_path=folder, num_hidden_layers=1, attention_window=4, partial_load=True)
     model = build_transformer_model(checkpoint_path=folder)
     with pytest.raises(ValueError, match="Sequence of 79 tokens is longer than the 78 positions.*chunks"):
         model([np.zeros((1, 79), "int32")] * 2)

@@ -1,4 +1,6 @@
 """Longformer's attention as the published checkpoints compute it (Hugging Face `LongformerSelfAttention`)."""
+import keras
+import tensorflow as tf
 from keras import ops
 
 from bert4long.attention.base import register_attention_kernel
@@ -21,8 +23,9 @@ class LongformerAttention(SlidingWindowAttention):
     * the rows of padding queries (``key_mask == 0``) are zero, as the
       reference zeroes their attention probabilities;
     * the only global tokens are the ones the mask marks 2 (no fixed
-      ``global_tokens``), at most ``max_global_tokens`` per example, in
-      position order (the reference has no limit: raise it for long questions).
+      ``global_tokens``), at most ``max_global_tokens`` per example (the
+      reference has no limit): more is an error naming the option (outside
+      XLA, which drops assertions; there the extra tokens attend locally).
 
     Args:
         window: Longformer's ``attention_window`` of this layer (both sides, even).
@@ -65,9 +68,17 @@ class LongformerAttention(SlidingWindowAttention):
         return self.global_projections[2]
 
     def attend(self, q, k, v, key_mask, bias=None, hidden=None, training=None):
-        out = super().attend(q, k, v, key_mask, bias=bias, hidden=hidden, training=training)
-        real = ops.cast(ops.not_equal(ops.convert_to_tensor(key_mask), 0), out.dtype)
-        return out * real[:, :, None, None]
+        key_mask = ops.convert_to_tensor(key_mask)
+        checks = []
+        if "int" in keras.backend.standardize_dtype(key_mask.dtype):
+            marked = ops.max(ops.sum(ops.cast(ops.equal(key_mask, 2), "int32"), axis=1))
+            checks.append(tf.debugging.assert_less_equal(marked, self.max_global_tokens, message=(
+                f"More tokens are marked global (2) in an example than max_global_tokens={self.max_global_tokens}: "
+                "build the model with a larger max_global_tokens.")))
+        with tf.control_dependencies(checks):
+            out = super().attend(q, k, v, key_mask, bias=bias, hidden=hidden, training=training)
+            real = ops.cast(ops.not_equal(key_mask, 0), out.dtype)
+            return out * real[:, :, None, None]
 
     def get_config(self):
         config = super().get_config()
