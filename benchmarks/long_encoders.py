@@ -191,20 +191,20 @@ def main():
         return worker(args)
     lengths = args.lengths or ([128] if args.quick else LENGTHS)
     impls = args.impls or (["bert4long", "hf-torch"] if args.quick else list(IMPLEMENTATIONS))
-    results = []
+    results, stamp = [], machine_stamp()
     for length in lengths:  # every implementation at one length before the next
         for impl in impls:
             row = measure(args, impl, length)
             print(json.dumps(row), flush=True)
             results.append(row)
+            write_json(args.out, {  # after every row, so that a run cut short keeps what it measured
+                "machine": stamp, "model": "quick" if args.quick else "ModernBERT-base",
+                "config": QUICK if args.quick else MODERNBERT_BASE, "mode": args.mode, "batch": 1,
+                "memory_limit_gb": args.memory_limit_gb, "implementations": IMPLEMENTATIONS,
+                "results": results, "ratios": ratios(results)})
     print_table(results, ["impl", "length", "status", "step_s", "first_step_s", "peak_rss_gb", "model_rss_gb"])
-    compared = ratios(results)
-    if compared:
-        print_table(compared, ["impl", "length", "time_vs_hf", "peak_rss_vs_hf"])
-    write_json(args.out, {"machine": machine_stamp(), "model": "quick" if args.quick else "ModernBERT-base",
-                          "config": QUICK if args.quick else MODERNBERT_BASE, "mode": args.mode, "batch": 1,
-                          "memory_limit_gb": args.memory_limit_gb, "implementations": IMPLEMENTATIONS,
-                          "results": results, "ratios": compared})
+    if ratios(results):
+        print_table(ratios(results), ["impl", "length", "time_vs_hf", "peak_rss_vs_hf"])
     print(f"wrote {args.out}")
 
 

@@ -208,7 +208,7 @@ class ModernBERT(Transformer):
         self.global_rope_theta = global_rope_theta
         self.local_rope_theta = local_rope_theta
         self.norm_bias = norm_bias
-        self.attention_use_bias = attention_bias
+        self.attention_use_bias = attention_bias  # (`Transformer.build` owns `self.attention_bias`: the UniLM mask)
         self.mlp_bias = mlp_bias
         self.classifier_bias = classifier_bias
         self.decoder_bias = decoder_bias
