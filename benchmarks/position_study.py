@@ -387,6 +387,8 @@ def train_turn(args, data, masker, sequences, results, method, turn_steps):
             evaluated.add(0)
         else:
             record(0, None)
+    run["steps_done"] = step
+    save(args.out, results)  # the JSON says where this method stands before the (long) first interval
     if step:  # a state saved just before an interruption, not yet evaluated: evaluate it now
         with open(os.path.join(state.directory, f"step-{step:09d}", "run.json")) as f:
             record(step, json.load(f)["loss"])

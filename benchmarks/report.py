@@ -268,9 +268,10 @@ def extension_claims(studies):
             f"Zero-shot at 3× (the post: RoBERTa, hierarchical α = 0.4, ≈38% against ≈55% at 512, i.e. ≈69% kept): "
             f"here α = 0.4 reaches {acc_se(a4)} against the base's {acc_se(base)} at 512, {100 * kept:.0f}% kept "
             f"({100 * a4['acc_ge_all'] / b:.0f}% on positions ≥ 512). "
-            + ("The share kept is close to the post's." if abs(kept - 0.69) < 0.1 else
-               "The share kept is well below the post's: on this small base the extension costs more." if kept < 0.69
-               else "The share kept is above the post's."))
+            + ("The share kept is close to the post's" if abs(kept - 0.69) < 0.1 else
+               "The share kept is well below the post's" if kept < 0.69 else "The share kept is above the post's")
+            + (f"; reading the same text as {data['setup'].get('base_length', 512)}-token windows (`split`) keeps "
+               f"{100 * zero['split']['acc_all'] / b:.0f}%." if "split" in zero else "."))
     alphas = alpha_methods(zero)
     larger = [(a, m) for a, m in alphas if a > 0.4]
     if a4 and larger:
@@ -459,8 +460,7 @@ def extension_headline(studies):
         if not zero:
             continue
         parts = [f"{m} {pct(zero[m]['acc_all'])}" for m in
-                 ("split", "hierarchical-0.1", "hierarchical-0.4", "hierarchical-0.8", "copy", "interpolate")
-                 if m in zero]
+                 ["split"] + [m for _, m in alpha_methods(zero)] + ["copy", "interpolate"] if m in zero]
         lines.append(f"Real masked LM (minilm-mlm, {pct(base['acc_all'])} MLM accuracy at 512 on the held-out text), "
                      f"zero-shot at {t}× ({d['setup']['long_length']:,} tokens), all positions: " + ", ".join(parts)
                      + ".")
