@@ -31,6 +31,7 @@ Encoder (2024), https://arxiv.org/abs/2412.13663.
 """
 import json
 import os
+import warnings
 
 import keras
 import numpy as np
@@ -339,8 +340,12 @@ class ModernBERT(Transformer):
         mapping["MLM-Bias"] = {"bias": ("decoder.bias", "keep_tokens")}
         return mapping
 
-    def load_weights_from_checkpoint(self, checkpoint_path):
-        """Load every mapped weight from a Hugging Face ModernBERT folder, checking names and shapes."""
+    def load_weights_from_checkpoint(self, checkpoint_path, partial_load=False):
+        """Load every mapped weight from a Hugging Face ModernBERT folder, checking names and shapes.
+
+        Encoder weights this model has no place for are an error, or a warning
+        with ``partial_load=True``; a missing weight or a shape mismatch is always an error.
+        """
         reader = ModernBertReader(checkpoint_path)
         if self.with_mlm and not reader.has_masked_lm_head():
             raise ValueError(
@@ -365,11 +370,13 @@ class ModernBERT(Transformer):
             variable.assign(value.astype(variable.dtype))
         unused = sorted(name for name in reader.encoder_names() if name not in used)
         if unused:
-            raise ValueError(
-                f"{reader.path!r} has encoder weights this model has no place for: {unused[:5]}"
-                f"{' ...' if len(unused) > 5 else ''}. Check that config.json describes this file (its *_bias "
-                "flags, num_hidden_layers)."
-            )
+            message = (f"{reader.path!r} has encoder weights this model has no place for: {unused[:5]}"
+                       f"{' ...' if len(unused) > 5 else ''}.")
+            if partial_load:
+                warnings.warn(message + " They are left out (partial_load=True).", stacklevel=2)
+            else:
+                raise ValueError(message + " Check that config.json describes this file (its *_bias flags, "
+                                 "num_hidden_layers), or pass partial_load=True to load the rest.")
 
     def save_weights_as_checkpoint(self, checkpoint_path):
         """Write a Hugging Face folder (``config.json`` + ``model.safetensors``) that transformers loads.

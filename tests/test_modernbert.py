@@ -207,6 +207,13 @@ def test_bad_input_is_named(mlm_folder, tmp_path):
     os.symlink(folder / "model.safetensors", wrong / "model.safetensors")
     with pytest.raises(ValueError, match=r"no weight 'layers\.0\.mlp\.Wi\.bias'.*'Transformer-0-FeedForward'"):
         build_transformer_model(checkpoint_path=str(wrong))
+    fewer = {**config, "num_hidden_layers": config["num_hidden_layers"] - 1}
+    fewer.pop("layer_types", None)
+    (wrong / "config.json").write_text(json.dumps(fewer))   # the last layer's weights would be dropped
+    with pytest.raises(ValueError, match=r"no place for: \['layers\.2\..*partial_load=True"):
+        build_transformer_model(checkpoint_path=str(wrong))
+    with pytest.warns(UserWarning, match="left out \\(partial_load=True\\)"):
+        build_transformer_model(checkpoint_path=str(wrong), partial_load=True)
     (wrong / "config.json").write_text(json.dumps({**config, "model_type": "xlnet"}))
     with pytest.raises(ValueError, match="supported model_type values are .*'modernbert'"):
         build_transformer_model(checkpoint_path=str(wrong))
