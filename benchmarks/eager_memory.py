@@ -132,6 +132,8 @@ def main():
     parser.add_argument("--quick", action="store_true", help="tiny model, chunked, 128 tokens: a smoke run")
     default_output = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results", "eager_memory.json")
     parser.add_argument("--output", "--out", help=f"JSON file (default {default_output}, _quick with --quick)")
+    parser.add_argument("--merge", action="store_true",
+                        help="keep the rows of --output that this run does not measure (runs side by side)")
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--variant", help=argparse.SUPPRESS)
     parser.add_argument("--length", type=int, help=argparse.SUPPRESS)
@@ -152,6 +154,14 @@ def main():
                 results.append(row)
                 if row["status"] != "ok":
                     stopped.add((variant, mode))
+    commands = [machine_stamp()["command"]]
+    if args.merge and os.path.exists(args.output):  # read now, when the other run may have written
+        with open(args.output) as f:
+            earlier = json.load(f)
+        done = {(r["variant"], r["length"], r["mode"]) for r in results}
+        results = [r for r in earlier["results"] if (r["variant"], r["length"], r["mode"]) not in done] + results
+        commands = earlier.get("commands", [earlier["machine"]["command"]]) + commands
+        args.variants = list(dict.fromkeys(list(earlier["attention_configs"]) + args.variants))
     print_table(results, ["variant", "length", "mode", "status", "step_s", "peak_rss_gb", "activation_gb"])
     measured = ratios(results)
     for name, value in measured.items():
@@ -159,7 +169,7 @@ def main():
     payload = {"machine": machine_stamp(), "memory_budget_gb": args.memory_budget_gb,
                    "model": "quick" if args.quick else "MiniLM size (6 x 384, 12 heads, intermediate 1536), random weights",
                    "attention_configs": {v: (QUICK_VARIANTS if args.quick else VARIANTS)[v] for v in args.variants},
-                   "results": results, "ratios": measured}
+                   "commands": commands, "results": results, "ratios": measured}
     write_json(args.output, payload)
     print(f"wrote {args.output}")
 
