@@ -16,8 +16,8 @@ A MiniLM-shaped model (6 layers, hidden 384, vocab 30,522, random weights) at
 512 tokens, batch 2; ``--quick``: a tiny model at 64 tokens (smoke run). Ratios
 are what to read: the machine may be shared.
 
-    python benchmarks/range_check_cost.py              # writes benchmarks/results/range_check_cost.json
-    python benchmarks/range_check_cost.py --quick --out /tmp/range_check_cost_quick.json
+    python benchmarks/range_check_cost.py           # writes benchmarks/results/range_check_cost.json
+    python benchmarks/range_check_cost.py --quick   # writes benchmarks/results/range_check_cost_quick.json
 """
 import argparse
 import functools
@@ -105,8 +105,10 @@ def main(argv=None):
     parser.add_argument("--length", type=int, help="tokens per sequence (default 512, --quick 64)")
     parser.add_argument("--batch", type=int, default=2)
     parser.add_argument("--repeats", type=int, help="timed calls per measurement (median; default 10, --quick 3)")
-    parser.add_argument("--out", default=os.path.join(HERE, "results", "range_check_cost.json"))
+    parser.add_argument("--out", help="JSON path (default benchmarks/results/range_check_cost.json, "
+                                      "range_check_cost_quick.json with --quick)")
     args = parser.parse_args(argv)
+    args.out = args.out or os.path.join(HERE, "results", f"range_check_cost{'_quick' if args.quick else ''}.json")
     model = TINY if args.quick else MINILM
     length = args.length or (64 if args.quick else 512)
     repeats = args.repeats or (3 if args.quick else 10)
