@@ -21,12 +21,11 @@ import argparse
 import json
 import os
 import resource
-import subprocess
 import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from common import MINILM, machine_stamp, print_table, write_json  # noqa: E402
+from common import GIB, MINILM, machine_stamp, print_table, rss_bytes, run_watched, write_json  # noqa: E402
 
 VARIANTS = {  # attention_config of each variant at MiniLM size
     "full": {},
@@ -47,15 +46,6 @@ QUICK_VARIANTS = {
     "lsh": {"bucket_size": 16, "num_buckets": 4, "seed": 0},
 }
 LENGTHS = [512, 1024, 2048, 4096, 8192, 16384]
-GIB = 2**30
-
-
-def rss_bytes(pid="self"):
-    with open(f"/proc/{pid}/status") as f:
-        for line in f:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) * 1024
-    return 0
 
 
 def worker(args):
@@ -103,28 +93,7 @@ def measure(args, variant, length):
     """Run the worker in a subprocess, killing it past the memory budget or the time limit."""
     command = [sys.executable, os.path.abspath(__file__), "--worker", "--variant", variant, "--length", str(length),
                "--repeats", str(args.repeats)] + ["--quick"] * args.quick + ["--jit"] * args.jit
-    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    start, peak, status = time.time(), 0, None
-    while process.poll() is None:
-        try:
-            peak = max(peak, rss_bytes(process.pid))
-        except (FileNotFoundError, ProcessLookupError):  # exited between poll() and the read
-            break
-        if peak > args.memory_budget_gb * GIB:
-            status = f"over memory budget ({args.memory_budget_gb} GB)"
-        elif time.time() - start > args.time_limit:
-            status = f"over time limit ({args.time_limit} s)"
-        if status:
-            process.kill()
-            process.communicate()
-            return dict(variant=variant, length=length, status=status, peak_rss_gb=round(peak / GIB, 3))
-        time.sleep(0.05)
-    stdout, stderr = process.communicate()
-    lines = [line for line in stdout.splitlines() if line.startswith("{")]
-    if process.returncode or not lines:
-        error = (stderr.strip().splitlines() or ["no output"])[-1]
-        return dict(variant=variant, length=length, status=f"error: {error[:200]}")
-    return json.loads(lines[-1])
+    return run_watched(command, dict(variant=variant, length=length), args.memory_budget_gb, args.time_limit)
 
 
 def check_targets(results):

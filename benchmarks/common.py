@@ -24,6 +24,48 @@ def median_time(fn, repeats, warmup=1):
     return statistics.median(times)
 
 
+GIB = 2**30
+
+
+def rss_bytes(pid="self"):
+    """Resident memory of a process now (``/proc/PID/status`` VmRSS), in bytes."""
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) * 1024
+    return 0
+
+
+def run_watched(command, row, memory_limit_gb, time_limit, env=None):
+    """Run a worker ``command`` that prints its result as a JSON line, polling its resident memory.
+
+    Returns that JSON, or ``row`` with a ``status`` saying why there is none: killed past
+    ``memory_limit_gb`` (with the peak seen) or ``time_limit`` seconds, or the worker's last error line.
+    """
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    start, peak, status = time.time(), 0, None
+    while process.poll() is None:
+        try:
+            peak = max(peak, rss_bytes(process.pid))
+        except (FileNotFoundError, ProcessLookupError):  # exited between poll() and the read
+            break
+        if peak > memory_limit_gb * GIB:
+            status = f"over memory limit ({memory_limit_gb} GB)"
+        elif time.time() - start > time_limit:
+            status = f"over time limit ({time_limit} s)"
+        if status:
+            process.kill()
+            process.communicate()
+            return dict(row, status=status, peak_rss_gb=round(peak / GIB, 3))
+        time.sleep(0.05)
+    stdout, stderr = process.communicate()
+    lines = [line for line in stdout.splitlines() if line.startswith("{")]
+    if process.returncode or not lines:
+        error = (stderr.strip().splitlines() or ["no output"])[-1]
+        return dict(row, status=f"error: {error[:200]}")
+    return json.loads(lines[-1])
+
+
 def peak_rss_gb():
     """Peak resident memory of this process so far, in GiB (Linux ru_maxrss is in KiB)."""
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20

@@ -26,18 +26,16 @@ import argparse
 import json
 import os
 import resource
-import subprocess
 import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from attention import QUICK_MODEL, QUICK_VARIANTS, VARIANTS, rss_bytes
-from common import MINILM, machine_stamp, print_table, write_json
+from attention import QUICK_MODEL, QUICK_VARIANTS, VARIANTS
+from common import GIB, MINILM, machine_stamp, print_table, rss_bytes, run_watched, write_json
 
 MODES = ["tf.function", "eager", "run_eagerly"]
 LENGTHS = {"sliding_window": [4096], "chunked": [8192]}  # the lengths of the closing note of issue 17
 QUICK_LENGTHS = [128]
-GIB = 2**30
 
 
 def worker(args):
@@ -82,29 +80,8 @@ def measure(args, variant, length, mode):
     """Run the worker in a subprocess, killing it past the memory budget or the time limit."""
     command = [sys.executable, os.path.abspath(__file__), "--worker", "--variant", variant, "--length", str(length),
                "--mode", mode] + ["--quick"] * args.quick
-    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    start, peak, status = time.time(), 0, None
-    row = {"variant": variant, "length": length, "mode": mode}
-    while process.poll() is None:
-        try:
-            peak = max(peak, rss_bytes(process.pid))
-        except (FileNotFoundError, ProcessLookupError):  # exited between poll() and the read
-            break
-        if peak > args.memory_budget_gb * GIB:
-            status = f"over memory budget ({args.memory_budget_gb} GB)"
-        elif time.time() - start > args.time_limit:
-            status = f"over time limit ({args.time_limit} s)"
-        if status:
-            process.kill()
-            process.communicate()
-            return dict(row, status=status, peak_rss_gb=round(peak / GIB, 3))
-        time.sleep(0.05)
-    stdout, stderr = process.communicate()
-    lines = [line for line in stdout.splitlines() if line.startswith("{")]
-    if process.returncode or not lines:
-        error = (stderr.strip().splitlines() or ["no output"])[-1]
-        return dict(row, status=f"error: {error[:200]}")
-    return json.loads(lines[-1])
+    return run_watched(command, {"variant": variant, "length": length, "mode": mode}, args.memory_budget_gb,
+                       args.time_limit)
 
 
 def ratios(results):

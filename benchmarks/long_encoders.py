@@ -27,14 +27,12 @@ import argparse
 import json
 import os
 import resource
-import subprocess
 import sys
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from attention import GIB, rss_bytes
-from common import machine_stamp, print_table, write_json
+from common import GIB, machine_stamp, print_table, rss_bytes, run_watched, write_json
 
 MODERNBERT_BASE = {  # config.json of answerdotai/ModernBERT-base (sizes and flags that change the work)
     "model_type": "modernbert", "vocab_size": 50368, "hidden_size": 768, "num_hidden_layers": 22,
@@ -134,29 +132,8 @@ def measure(args, impl, length):
     """Run the worker in a subprocess, killing it past the memory limit or the time limit."""
     command = [sys.executable, os.path.abspath(__file__), "--worker", "--impl", impl, "--length", str(length),
                "--mode", args.mode, "--repeats", str(args.repeats)] + ["--quick"] * args.quick
-    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                               env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"})
-    start, peak, status = time.time(), 0, None
-    while process.poll() is None:
-        try:
-            peak = max(peak, rss_bytes(process.pid))
-        except (FileNotFoundError, ProcessLookupError):  # exited between poll() and the read
-            break
-        if peak > args.memory_limit_gb * GIB:
-            status = f"over memory limit ({args.memory_limit_gb} GB)"
-        elif time.time() - start > args.time_limit:
-            status = f"over time limit ({args.time_limit} s)"
-        if status:
-            process.kill()
-            process.communicate()
-            return {"impl": impl, "length": length, "status": status, "peak_rss_gb": round(peak / GIB, 3)}
-        time.sleep(0.05)
-    stdout, stderr = process.communicate()
-    lines = [line for line in stdout.splitlines() if line.startswith("{")]
-    if process.returncode or not lines:
-        error = (stderr.strip().splitlines() or ["no output"])[-1]
-        return {"impl": impl, "length": length, "status": f"error: {error[:200]}"}
-    return json.loads(lines[-1])
+    return run_watched(command, {"impl": impl, "length": length}, args.memory_limit_gb, args.time_limit,
+                       env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"})
 
 
 def ratios(results):
