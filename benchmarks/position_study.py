@@ -144,6 +144,8 @@ def build(args, checkpoint, method, length):
     kwargs = parse_method(method, length)
     if args.dropout is not None:
         kwargs["dropout_rate"] = args.dropout
+    if args.recompute:
+        kwargs["recompute"] = True
     model, builder, _ = build_mlm_model(args.config, checkpoint, **kwargs)
     return model, builder
 
@@ -465,6 +467,8 @@ def main(argv=None):
                              "cls/predictions/*) trained on every article but HELD_OUT_ARTICLES: no base stage")
     parser.add_argument("--dropout", type=float, default=None, help="dropout rate (default: the checkpoint's; "
                         "0 with --quick)")
+    parser.add_argument("--recompute", action="store_true",
+                        help="recompute attention and feed-forward in the backward pass (less memory, same numbers)")
     parser.add_argument("--no-xla", dest="xla", action="store_false", help="train without XLA")
     parser.add_argument("--out", default=None)
     parser.add_argument("--run-dir", default=None, help="base and training states (default runs/position_study)")

@@ -290,6 +290,9 @@ def extension_claims(studies):
                + (" and α = 0.1–0.3 are within noise of each other and above α = 0.4"
                   if smaller and all(zero[m]["acc_all"] >= a4["acc_all"] for _, m in smaller) else "")
                if best_a != 0.4 else "; α = 0.4 is also the best α measured") + ".")
+    if a4 and not larger:
+        lines.append("α = 0.4 better than larger α (the post): not tested yet at 3×, no α above 0.4 has been measured "
+                     "there.")
     runs = {m: r for m, r in data.get("training", {}).items() if r.get("curve")}
     if runs:
         reached = {m: r["curve"][-1]["step"] for m, r in runs.items()}
@@ -420,7 +423,7 @@ def extension_section(studies, figures, plt, report_dir, number):
             c0, c1 = r["curve"][0], r["curve"][-1]
             reach_split = first_step_reaching(r["curve"], split) if split is not None else None
             reach_base = first_step_reaching(r["curve"], base)
-            not_yet = f"not by {c1['step']}"
+            not_yet = f"not by {c1['step']}" if c1["step"] else "no step evaluated yet"
             rows.append([m, f"{c1['step']} of {r.get('steps')}", acc_se(c0), acc_se(c1), acc_se(c0, "ge"),
                          acc_se(c1, "ge"), acc_se(c1, "lt"), reach_split or not_yet, reach_base or not_yet])
         out.append(table(["method", "steps done", "all: step 0", "all: last", f"≥ {n}: step 0", f"≥ {n}: last",
