@@ -11,6 +11,8 @@ import pytest
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 
+from torch_reference import perturbed
+
 from bert4long.models import build_transformer_model
 
 TOL = 1e-5
@@ -23,13 +25,6 @@ def tiny_config(**overrides):
     return transformers.BigBirdConfig(**{**config, **overrides})
 
 
-def randomized(model, seed):
-    generator = torch.Generator().manual_seed(seed)
-    with torch.no_grad():
-        for parameter in model.parameters():
-            parameter.add_(torch.randn(parameter.shape, generator=generator) * 0.05)
-    return model.eval()
-
 
 @pytest.fixture(scope="module")
 def folders(tmp_path_factory):
@@ -37,9 +32,9 @@ def folders(tmp_path_factory):
     (no prefix, pooler; block 2, 2 random blocks, no dropout for the training comparison)."""
     root = tmp_path_factory.mktemp("big_bird")
     torch.manual_seed(0)
-    randomized(transformers.BigBirdForMaskedLM(tiny_config()), 1).save_pretrained(root / "mlm")
+    perturbed(transformers.BigBirdForMaskedLM(tiny_config()), 1).save_pretrained(root / "mlm")
     base = tiny_config(block_size=2, num_random_blocks=2, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
-    randomized(transformers.BigBirdModel(base), 2).save_pretrained(root / "base")
+    perturbed(transformers.BigBirdModel(base), 2).save_pretrained(root / "base")
     return {"mlm": str(root / "mlm"), "base": str(root / "base")}
 
 
@@ -128,7 +123,7 @@ def test_exported_saved_model_switches_by_length_and_save_back(folders, tmp_path
 
 def test_pretraining_folder_gives_mlm_and_nsp_heads(tmp_path):
     """BigBirdForPreTraining: 'bert.' names, 'cls.predictions' and 'cls.seq_relationship' heads."""
-    randomized(transformers.BigBirdForPreTraining(tiny_config()), 3).save_pretrained(tmp_path / "pretraining")
+    perturbed(transformers.BigBirdForPreTraining(tiny_config()), 3).save_pretrained(tmp_path / "pretraining")
     ids, mask = batch(37)
     expected = reference(transformers.BigBirdForPreTraining, str(tmp_path / "pretraining"), ids, mask)
     model = build_transformer_model(checkpoint_path=str(tmp_path / "pretraining"), with_nsp=True, with_mlm="linear",

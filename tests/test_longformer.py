@@ -13,6 +13,8 @@ import pytest
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 
+from torch_reference import perturbed
+
 from bert4long.models import build_transformer_model
 
 TOL = 1e-5
@@ -26,23 +28,15 @@ def tiny_config(**overrides):
     return transformers.LongformerConfig(**{**config, **overrides})
 
 
-def randomized(model, seed):
-    """Perturb every weight (fresh LayerNorms and zero biases would hide mapping mistakes)."""
-    generator = torch.Generator().manual_seed(seed)
-    with torch.no_grad():
-        for parameter in model.parameters():
-            parameter.add_(torch.randn(parameter.shape, generator=generator) * 0.05)
-    return model.eval()
-
 
 @pytest.fixture(scope="module")
 def folders(tmp_path_factory):
     """A LongformerForMaskedLM ('longformer.' + 'lm_head.' names) and a LongformerModel (no prefix, pooler)."""
     root = tmp_path_factory.mktemp("longformer")
     torch.manual_seed(0)
-    mlm = randomized(transformers.LongformerForMaskedLM(tiny_config()), 1)
+    mlm = perturbed(transformers.LongformerForMaskedLM(tiny_config()), 1)
     mlm.save_pretrained(root / "mlm")
-    base = randomized(transformers.LongformerModel(tiny_config()), 2)
+    base = perturbed(transformers.LongformerModel(tiny_config()), 2)
     base.save_pretrained(root / "base")
     return {"mlm": (str(root / "mlm"), mlm), "base": (str(root / "base"), base)}
 
@@ -129,7 +123,7 @@ def test_unprefixed_model_with_pooler_and_padding_from_token_ids(folders):
 
 def test_sequence_classification_folder_loads_its_encoder(tmp_path):
     """LongformerForSequenceClassification: 'longformer.' names beside 'classifier.' ones (not ours to read)."""
-    classifier = randomized(transformers.LongformerForSequenceClassification(tiny_config(num_labels=3)), 3)
+    classifier = perturbed(transformers.LongformerForSequenceClassification(tiny_config(num_labels=3)), 3)
     classifier.save_pretrained(tmp_path / "classifier")
     ids, mask, global_mask = batch()
     expected = reference(classifier.longformer, ids, mask, global_mask).last_hidden_state.numpy()
