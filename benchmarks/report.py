@@ -657,6 +657,34 @@ def generic_section(title, data, figure=None):
     return out
 
 
+def long_encoder_runs(results_dir):
+    """The ``long_encoders_<model>_<mode>.json`` files, in name order."""
+    names = sorted(n for n in os.listdir(results_dir) if n.startswith("long_encoders_") and n.endswith(".json"))
+    return [data for data in (load_json(os.path.join(results_dir, n)) for n in names) if data]
+
+
+def long_encoders_section(runs, number):
+    """One table per run of benchmarks/long_encoders.py: seconds and peak RSS beside transformers'."""
+    out = [f"## {number}. Long-document encoders at published sizes: bert4long vs transformers (PyTorch)\n",
+           ("Random weights in the published shapes, batch 1, one step in a fresh subprocess per row, all rows of a "
+            "table in one run on one machine (`benchmarks/long_encoders.py`). `bert4long-lean` is the memory-saving "
+            "path (ModernBERT: chunked global attention + recompute; Longformer: recompute). Ratios are "
+            "bert4long / transformers: below 1 is faster or smaller.\n")]
+    for data in runs:
+        ratios = {(r["impl"], r["length"]): r for r in data.get("ratios", [])}
+        step = "forward + backward" if data.get("mode") == "train" else "forward"
+        out.append(f"**{data.get('model')}, {step}**  \n" + stamp_line(data.get("machine")) + "\n")
+        rows = []
+        for r in data.get("results", []):
+            ratio = ratios.get((r["impl"], r["length"]), {})
+            ok = r.get("status") == "ok"
+            rows.append([r["impl"], f"{r['length']:,}", fmt(r.get("step_s")) if ok else r.get("status"),
+                         fmt(r.get("peak_rss_gb")) if ok else "", fmt(ratio.get("time_vs_hf")),
+                         fmt(ratio.get("peak_rss_vs_hf"))])
+        out.append(table(["implementation", "tokens", "step s", "peak RSS GB", "time vs HF", "RSS vs HF"], rows) + "\n")
+    return out
+
+
 PEERS = [("train.json", "Training throughput and memory options (MiniLM size)"),
          ("attention.json", "Attention kernels: time and memory against length"),
          ("tokenization.json", "Tokenization speed and exactness")]
@@ -705,6 +733,9 @@ def build_report(results_dir, figures, out_path):
         sections.append(lambda k: batch_section(batch, k))
     if speed:
         sections.append(lambda k: speed_section(speed, k))
+    long_encoders = long_encoder_runs(results_dir)
+    if long_encoders:
+        sections.append(lambda k: long_encoders_section(long_encoders, k))
     for name, title in PEERS:
         data = load_json(os.path.join(results_dir, name))
         png = os.path.join(results_dir, name.replace(".json", ".png"))

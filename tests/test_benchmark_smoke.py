@@ -73,13 +73,14 @@ def test_classification_and_batch_size_quick(quick_results):
     assert batch["rows"][0]["max_batch"] == 1 and batch["rows"][0]["peak_gb"] > 0
 
 
-def test_long_encoders_quick_compares_with_transformers(tmp_path):
+@pytest.mark.parametrize("model", ["modernbert", "longformer"])
+def test_long_encoders_quick_compares_with_transformers(tmp_path, model):
     """Its own run: it needs torch and transformers, not the data packages."""
     missing = [p for p in ("torch", "transformers") if importlib.util.find_spec(p) is None]
     if missing:
         pytest.skip(f"needs {missing} (the PyTorch peer): pip install torch transformers")
     env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3", "PYTHONPATH": ROOT}
-    result = subprocess.run([sys.executable, os.path.join(BENCH, "long_encoders.py"), "--quick", "--out",
+    result = subprocess.run([sys.executable, os.path.join(BENCH, "long_encoders.py"), "--quick", "--model", model, "--out",
                              str(tmp_path / "long_encoders.json")], check=False, capture_output=True, text=True,
                             env=env, cwd=ROOT, timeout=600)
     assert result.returncode == 0, f"long_encoders.py --quick failed:\n{result.stderr[-3000:]}"
