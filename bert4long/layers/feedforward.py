@@ -82,7 +82,8 @@ class FeedForward(keras.layers.Layer):
         config = super().get_config()
         config.update(
             units=self.units,
-            activation=self.activation if isinstance(self.activation, str) else keras.saving.serialize_keras_object(self.activation),
+            activation=(self.activation if isinstance(self.activation, str)
+                        else keras.saving.serialize_keras_object(self.activation)),
             use_bias=self.use_bias,
             chunk_size=self.chunk_size,
             gated=self.gated,

@@ -18,7 +18,6 @@ from keras import ops
 from bert4long.layers.embeddings import MERGE_MODES, merge_positions, merged_output_shape
 
 
-
 def check_even_dim(dim, what):
     if not isinstance(dim, int) or isinstance(dim, bool) or dim <= 0 or dim % 2:
         raise ValueError(

@@ -6,7 +6,6 @@ import importlib.util
 import os
 import re
 
-
 WIKI_FILE = "test/test_data/enwiki-latest-pages-articles1.xml-p000000010p000030302-shortened.bz2"
 _MARKUP = [
     (re.compile(r"<!--.*?-->", re.S), " "),
