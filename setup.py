@@ -23,6 +23,9 @@ setup(
     packages=find_packages(include=["bert4long", "bert4long.*"]),
     py_modules=["bert4long_command"],  # the command's entry point, outside the package (see its docstring)
     install_requires=REQUIREMENTS,
-    extras_require={"test": ["pytest>=7", "hypothesis>=6", "torch==2.13.0", "transformers==5.23.*"], "benchmarks": ["matplotlib>=3.7"]},
+    extras_require={
+        "test": ["pytest>=7", "hypothesis>=6", "ruff==0.17.*", "torch==2.13.0", "transformers==5.23.*"],
+        "benchmarks": ["matplotlib>=3.7"],
+    },
     entry_points={"console_scripts": ["bert4long=bert4long_command:main"]},
 )

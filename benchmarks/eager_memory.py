@@ -62,10 +62,12 @@ def worker(args):
     if args.mode == "run_eagerly":
         model.compile(optimizer=keras.optimizers.SGD(0.0), loss="mse", run_eagerly=True)
         target = np.zeros((1, args.length, model_config["hidden_size"]), "float32")
-        step = lambda: model.fit(inputs, target, batch_size=1, epochs=1, verbose=0)
+        def step():
+            return model.fit(inputs, target, batch_size=1, epochs=1, verbose=0)
     else:
         function = tf.function(tape_step) if args.mode == "tf.function" else tape_step
-        step = lambda: function().numpy()
+        def step():
+            return function().numpy()
     built_rss = rss_bytes()
     start = time.perf_counter()
     step()

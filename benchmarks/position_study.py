@@ -131,8 +131,9 @@ def prepare_data(tokenizer, args):
     if len(evaluation) < args.eval_sequences:
         raise ValueError(f"Only {len(evaluation)} held-out windows of {args.long_length} tokens: lower --eval-sequences.")
     training = [documents[i] for i in range(len(documents)) if i not in held_out]
-    pack = lambda length: pack_documents(training, length, cls_id=tokenizer.cls_id, sep_id=tokenizer.sep_id,
-                                         drop_remainder=True)
+    def pack(length):
+        return pack_documents(training, length, cls_id=tokenizer.cls_id, sep_id=tokenizer.sep_id, drop_remainder=True)
+
     return {"eval_long": np.stack(evaluation).astype("int32"), "pack": pack,
             "held_out_articles": sorted(held_out), "train_articles": len(training),
             "train_tokens": int(sum(len(d) for d in training))}
@@ -161,12 +162,14 @@ def evaluate(model, sequences, masker, args, boundary, split=None):
 
     from bert4long.training import mlm_batches
 
-    predict = lambda x: model(x, training=False)
+    def predict(x):
+        return model(x, training=False)
+
     if not args.quick:  # tracing a tiny model costs more than it saves
         predict = tf.function(predict, reduce_retracing=True)  # a few batches: no XLA compile
     counts = {}
     steps = len(sequences) // args.eval_batch
-    for (tokens, segments, positions), labels, weights in mlm_batches(sequences, masker, args.eval_batch,
+    for (tokens, _segments, positions), labels, weights in mlm_batches(sequences, masker, args.eval_batch,
                                                                       seed=args.eval_seed).take(steps):
         tokens, positions, labels, weights = (t.numpy() for t in (tokens, positions, labels, weights))
         if split:

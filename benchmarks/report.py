@@ -99,7 +99,8 @@ def position_section(data, figures, plt, report_dir, number=1, tag=""):
         rows += [("encoder unfrozen", e["step"], e["train_loss"], pct(e["acc_all"]), pct(e["acc_lt_mask"]))
                  for e in base.get("unfrozen_curve", [])]
         out.append(table(["phase", "step", "train loss", "accuracy (all)", "accuracy ([MASK] only)"], rows) + "\n")
-        out.append("Caveat: this base model is far from a converged masked LM: the long-length numbers below compare the extension methods on a weak MLM, "
+        out.append("Caveat: this base model is far from a converged masked LM: the long-length numbers below compare "
+                   "the extension methods on a weak MLM, "
                    "and a few dozen training steps are a small fraction of what Su (2020) ran.\n")
     zero = data.get("zero_shot", {})
     if zero:
@@ -275,7 +276,9 @@ def extension_claims(studies):
     alphas = alpha_methods(zero)
     larger = [(a, m) for a, m in alphas if a > 0.4]
     if a4 and larger:
-        se = lambda m: binomial_se(zero[m]["acc_all"], n_all(zero[m]))
+        def se(m):
+            return binomial_se(zero[m]["acc_all"], n_all(zero[m]))
+
         beaten = [f"α = {a} ({pct(zero[m]['acc_all'])})" for a, m in larger
                   if a4["acc_all"] - zero[m]["acc_all"] > 2 * (se(m) ** 2 + se("hierarchical-0.4") ** 2) ** 0.5]
         smaller = [(a, m) for a, m in alphas if a < 0.4]
@@ -347,7 +350,7 @@ def extension_section(studies, figures, plt, report_dir, number):
             + [n_all(studies[max(studies)]["base"]["at_base_length"])]] if region != "ge" else []
         for m in methods:
             row = [m]
-            for t, d in studies.items():
+            for d in studies.values():
                 r = d.get("zero_shot", {}).get(m)
                 b = d["base"]["at_base_length"]["acc_all"]
                 row += [acc_se(r, region), share(r, b, region)] if r else ["not run", "–"]
@@ -475,7 +478,8 @@ def extension_headline(studies):
 
 def classification_section(data, number=2):
     setup, rows = data.get("setup", {}), []
-    out = [f"## {number}. Long-document classification (2012 convention speeches → party)\n", stamp_line(data.get("stamp")) + "\n"]
+    out = [f"## {number}. Long-document classification (2012 convention speeches → party)\n",
+           stamp_line(data.get("stamp")) + "\n"]
     out.append(f"Data: {setup.get('data')}; {setup.get('documents')} documents {setup.get('labels')}, "
                f"{setup.get('long_documents')} longer than {setup.get('long_threshold_tokens')} tokens "
                f"(median {setup.get('tokens_median')} tokens, {setup.get('tokens_over_2048')} over 2,048). "
@@ -515,11 +519,13 @@ def batch_section(data, number=3):
     if len(data.get("commands", [])) > 1:
         out.append("_The rows come from: " + "; then ".join(f"`{c}`" for c in data["commands"]) + "_\n")
     model = settings.get("model", {})
+    on_gpu = any(r.get("device") == "GPU" for r in data.get("rows", []))
+    memory = "device memory" if on_gpu else "peak resident memory of the process"
     out.append(f"Model: {model.get('num_hidden_layers')} layers, hidden {model.get('hidden_size')}, "
                f"{model.get('num_attention_heads')} heads, intermediate {model.get('intermediate_size')}, vocab "
                f"{model.get('vocab_size')}, random weights, gathered MLM head, AdamW; one training step per probe in "
                f"a fresh process; budget {settings.get('memory_budget_gb')} GB "
-               f"({'device memory' if any(r.get('device') == 'GPU' for r in data.get('rows', [])) else 'peak resident memory of the process'}); "
+               f"({memory}); "
                f"XLA {'on' if settings.get('xla') else 'off'}; batch capped at {settings.get('max_batch')}.\n")
     rows = data.get("rows", [])
     out.append("Each cell: the largest batch that fits (its peak memory). `+`: the search hit the batch cap. "

@@ -13,6 +13,7 @@ served with the head at every position. A request of mismatched shapes, longer
 than ``max_length``, or with an id outside the model's tables fails with
 ``InvalidArgumentError`` naming the problem; nothing is broadcast or clamped.
 """
+import os
 import re
 
 import keras
@@ -43,7 +44,7 @@ def _output_names(model):
     return names
 
 
-def export_max_length(model, max_length=None):
+def export_max_length(model: keras.Model, max_length: int | None = None) -> int | None:
     """The longest request the SavedModel of ``model`` accepts: ``max_length``, checked, or the model's capacity."""
     capacity = input_limits(model)[1]
     if max_length is None:
@@ -56,7 +57,9 @@ def export_max_length(model, max_length=None):
     return max_length
 
 
-def export_saved_model(model, export_dir, max_length=None, overwrite=False):
+def export_saved_model(
+    model: keras.Model, export_dir: str | os.PathLike, max_length: int | None = None, overwrite: bool = False
+) -> list[str]:
     """Write ``model`` as a SavedModel with an int32 ``serving_default`` signature.
 
     The folder is staged and moved into place when complete, with the usual

@@ -556,7 +556,7 @@ class AutoRegressiveDecoder:
             raise ValueError(f"beam_search: topk (the beam size) must be an integer >= 1, got {topk!r}.")
         inputs = [np.array([i]) for i in inputs]
         output_ids, output_scores = self.first_output_ids, np.zeros(1)
-        for step in range(self.maxlen):
+        for _ in range(self.maxlen):
             scores, states = self.predict(inputs, output_ids, states, temperature, "logits")
             scores = output_scores.reshape((-1, 1)) + scores
             k = min(topk, scores.size)

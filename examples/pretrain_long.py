@@ -11,8 +11,7 @@ import tempfile
 from bert4long.data.packing import pack_documents
 from bert4long.testing import write_tiny_checkpoint
 from bert4long.tokenizers import Tokenizer
-from bert4long.training import (build_mlm_model, compile_mlm, evaluate_mlm, fit_resumable, make_optimizer,
-                                masker_for, mlm_batches)
+from bert4long.training import build_mlm_model, compile_mlm, evaluate_mlm, fit_resumable, make_optimizer, masker_for, mlm_batches
 
 OUT = os.path.join(tempfile.gettempdir(), "bert4long_pretrain_long")
 CONFIG, CHECKPOINT, VOCAB = write_tiny_checkpoint(os.path.join(OUT, "tiny"))   # 16 trained positions

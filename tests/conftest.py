@@ -6,6 +6,10 @@ os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 
+# --doctest-modules (pytest.ini) imports every module here; this helper imports torch, which the tests
+# that use it import only after pytest.importorskip("torch").
+collect_ignore = ["torch_reference.py"]
+
 
 @pytest.fixture
 def rng():

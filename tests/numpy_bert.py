@@ -68,7 +68,7 @@ def bert_forward(w, token_ids, segment_ids, num_heads, num_layers, alpha=None, l
             p, att, ffn_in, ffn_out, n1, n2 = (f"bert/encoder/layer_{i}/", "attention/", "intermediate/",
                                               "output/", "attention/output/LayerNorm/", "output/LayerNorm/")
 
-        def dense(x, name):
+        def dense(x, name, p=p):  # p bound now: the function is only called within this iteration
             return x @ w[p + name + "kernel"] + w[p + name + "bias"]
 
         hidden = h.shape[-1]

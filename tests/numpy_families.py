@@ -8,7 +8,6 @@ positions with an explicit index table, so neither copies the package's form.
 import math
 
 import numpy as np
-
 from numpy_bert import gelu, layer_norm, softmax
 
 
@@ -57,7 +56,7 @@ def encoder_forward(w, token_ids, segment_ids, num_heads, num_layers, positions=
     for i in range(num_layers):
         p = f"{prefix}encoder/layer_{i}/"
 
-        def dense(x, name):
+        def dense(x, name, p=p):  # p bound now: the function is only called within this iteration
             return x @ w[p + name + "kernel"] + w[p + name + "bias"]
 
         q, k, v = (dense(h, f"attention/self/{n}/").reshape(batch, length, num_heads, d)

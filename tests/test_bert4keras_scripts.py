@@ -7,8 +7,7 @@ checks that the script *learns*: the metric after training beats the one before.
 import numpy as np
 import pytest
 
-from bert4long.backend import K, keras
-from bert4long.backend import batch_gather
+from bert4long.backend import K, batch_gather, keras
 from bert4long.layers import LayerNormalization
 from bert4long.layers.crf import ConditionalRandomField
 from bert4long.layers.loss import Loss

@@ -3,12 +3,12 @@ import keras
 import numpy as np
 import pytest
 import tensorflow as tf
+from numpy_bert import read_weights
+from numpy_families import bert_heads, electra_discriminator, encoder_forward, nezha_relative_table
 
 from bert4long.layers import MultiHeadAttention, RelativePositionEmbedding, SinusoidalPositionEmbedding
 from bert4long.models import build_transformer_model
 from bert4long.testing import TINY_CONFIG, write_tiny_checkpoint
-from numpy_bert import read_weights
-from numpy_families import bert_heads, electra_discriminator, encoder_forward, nezha_relative_table
 
 N = TINY_CONFIG["max_position_embeddings"]  # 16: lengths above it prove there is no position table
 HEADS, LAYERS, VOCAB = TINY_CONFIG["num_attention_heads"], TINY_CONFIG["num_hidden_layers"], TINY_CONFIG["vocab_size"]

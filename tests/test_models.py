@@ -5,10 +5,10 @@ import keras
 import numpy as np
 import pytest
 import tensorflow as tf
+from numpy_bert import bert_forward, position_rows, read_weights
 
 from bert4long.models import build_transformer_model
 from bert4long.testing import TINY_CONFIG, write_tiny_checkpoint
-from numpy_bert import bert_forward, position_rows, read_weights
 
 N = TINY_CONFIG["max_position_embeddings"]  # 16 trained positions
 HEADS, LAYERS, VOCAB = TINY_CONFIG["num_attention_heads"], TINY_CONFIG["num_hidden_layers"], TINY_CONFIG["vocab_size"]

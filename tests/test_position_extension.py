@@ -4,11 +4,11 @@ import os
 
 import numpy as np
 import pytest
+from numpy_bert import read_weights
 
 from bert4long.extension import extend_checkpoint, extend_position_table
 from bert4long.models import build_transformer_model
 from bert4long.testing import TINY_CONFIG
-from numpy_bert import read_weights
 
 N = TINY_CONFIG["max_position_embeddings"]
 

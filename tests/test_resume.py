@@ -12,10 +12,17 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from bert4long.training import RunDirectory, TrainingDiverged, build_mlm_model, compile_mlm, fit_resumable, \
-    make_optimizer, mlm_batches
-from bert4long.training import resume
 from bert4long.data.masking import MLMMasker
+from bert4long.training import (
+    RunDirectory,
+    TrainingDiverged,
+    build_mlm_model,
+    compile_mlm,
+    fit_resumable,
+    make_optimizer,
+    mlm_batches,
+    resume,
+)
 
 MASKER = MLMMasker(vocab_size=64, mask_id=4, special_ids=[0, 1, 2, 3, 4], max_predictions=3)
 SEQS = (np.arange(8 * 12).reshape(8, 12) % 50 + 5).astype("int32")

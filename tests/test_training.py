@@ -5,8 +5,16 @@ import tensorflow as tf
 
 from bert4long.data.masking import MLMMasker
 from bert4long.models import build_transformer_model
-from bert4long.training import (build_classifier, build_mlm_model, build_token_labeller, compile_finetune,
-                                compile_mlm, encode_labels, make_optimizer, mlm_batches)
+from bert4long.training import (
+    build_classifier,
+    build_mlm_model,
+    build_token_labeller,
+    compile_finetune,
+    compile_mlm,
+    encode_labels,
+    make_optimizer,
+    mlm_batches,
+)
 from bert4long.training.mlm import mlm_loss
 
 MASKER = MLMMasker(vocab_size=64, mask_id=4, special_ids=[0, 1, 2, 3, 4], max_predictions=4)
@@ -58,7 +66,7 @@ def _loss_and_gradients(config, checkpoint, recompute, inputs, targets, weights,
     model = build_transformer_model(config, checkpoint, with_mlm="linear", gathered_mlm=True, recompute=recompute,
                                     return_keras_model=False, **options)
     names = {}
-    for layer_name, path, variable, ckpt_name, _ in model._mapped_weights():
+    for _layer_name, _path, variable, ckpt_name, _ in model._mapped_weights():
         names[id(variable)] = ckpt_name
     keras_model = model.model
 

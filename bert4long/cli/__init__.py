@@ -61,7 +61,7 @@ def build_parser():
     )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     parser.commands = {}
-    for name, (add_arguments, run, summary) in COMMANDS.items():
+    for name, (add_arguments, _run, summary) in COMMANDS.items():
         command = sub.add_parser(name, help=summary, allow_abbrev=False)
         add_arguments(command)
         command.add_argument("--verbose", action="store_true", help="show TensorFlow's start-up and device logs")

@@ -268,7 +268,9 @@ def run_predict(args):
     with open(args.output + ".tmp", "w", encoding="utf-8") as out:
         for start in range(0, len(items), args.batch_size):
             batch = items[start:start + args.batch_size]
-            out.writelines(json.dumps({"source": source, **result}, ensure_ascii=False) + "\n" for source, result in zip(sources[start:], _predict_batch(model, tokenizer, batch, task, args, settings)))
+            results = _predict_batch(model, tokenizer, batch, task, args, settings)
+            out.writelines(json.dumps({"source": source, **result}, ensure_ascii=False) + "\n"
+                           for source, result in zip(sources[start:], results))
             if progress is not None:
                 progress.add(len(batch))
     os.replace(args.output + ".tmp", args.output)

@@ -35,7 +35,7 @@ class ConditionalRandomField(keras.layers.Layer):
     Reference: Lafferty et al. 2001; https://kexue.fm/archives/5542
     """
 
-    def __init__(self, lr_multiplier=1, **kwargs):
+    def __init__(self, lr_multiplier: float = 1, **kwargs) -> None:
         super().__init__(**kwargs)
         self.lr_multiplier = lr_multiplier
         self.supports_masking = True

@@ -41,7 +41,7 @@ class SeededDropout(keras.layers.Layer):
     True
     """
 
-    def __init__(self, rate, seed=0, **kwargs):
+    def __init__(self, rate: float, seed: int = 0, **kwargs) -> None:
         super().__init__(**kwargs)
         if not 0.0 <= rate < 1.0:
             raise ValueError(f"Dropout rate must be in [0, 1), got {rate!r}.")
@@ -183,7 +183,7 @@ class Recompute(keras.layers.Wrapper):
     ((2, 5, 8), 'ffn')
     """
 
-    def __init__(self, layer, **kwargs):
+    def __init__(self, layer: keras.layers.Layer, **kwargs) -> None:
         kwargs.setdefault("name", layer.name)
         super().__init__(layer, **kwargs)
 

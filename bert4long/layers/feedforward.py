@@ -1,4 +1,6 @@
 """Position-wise feed-forward block."""
+from collections.abc import Callable
+
 import keras
 import tensorflow as tf
 from keras import ops
@@ -36,8 +38,16 @@ class FeedForward(keras.layers.Layer):
     Reference (gated): Shazeer, GLU Variants Improve Transformer (2020), https://arxiv.org/abs/2002.05202.
     """
 
-    def __init__(self, units, activation="gelu", use_bias=True, chunk_size=None, kernel_initializer="glorot_uniform",
-                 gated=False, **kwargs):
+    def __init__(
+        self,
+        units: int,
+        activation: str | Callable = "gelu",
+        use_bias: bool = True,
+        chunk_size: int | None = None,
+        kernel_initializer: str | keras.initializers.Initializer = "glorot_uniform",
+        gated: bool = False,
+        **kwargs,
+    ) -> None:
         super().__init__(**kwargs)
         self.units = units
         self.activation = activation
@@ -82,7 +92,8 @@ class FeedForward(keras.layers.Layer):
         config = super().get_config()
         config.update(
             units=self.units,
-            activation=self.activation if isinstance(self.activation, str) else keras.saving.serialize_keras_object(self.activation),
+            activation=(self.activation if isinstance(self.activation, str)
+                        else keras.saving.serialize_keras_object(self.activation)),
             use_bias=self.use_bias,
             chunk_size=self.chunk_size,
             gated=self.gated,

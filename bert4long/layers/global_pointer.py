@@ -40,8 +40,16 @@ class GlobalPointer(keras.layers.Layer):
     Reference: https://kexue.fm/archives/8373
     """
 
-    def __init__(self, heads, head_size, RoPE=True, use_bias=True, tril_mask=True,  # noqa: N803
-                 kernel_initializer="lecun_normal", **kwargs):
+    def __init__(
+        self,
+        heads: int,
+        head_size: int,
+        RoPE: bool = True,  # noqa: N803
+        use_bias: bool = True,
+        tril_mask: bool = True,
+        kernel_initializer: str | keras.initializers.Initializer = "lecun_normal",
+        **kwargs,
+    ) -> None:
         super().__init__(**kwargs)
         self.heads = heads
         self.head_size = head_size

@@ -17,7 +17,7 @@ class TakeToken(keras.layers.Layer):
     (2, 8)
     """
 
-    def __init__(self, index=0, **kwargs):
+    def __init__(self, index: int = 0, **kwargs) -> None:
         super().__init__(**kwargs)
         self.index = index
 

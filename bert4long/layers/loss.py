@@ -36,7 +36,7 @@ class Loss(keras.layers.Layer):
     >>> model.compile(optimizer="adam")
     """
 
-    def __init__(self, output_axis=None, **kwargs):
+    def __init__(self, output_axis: int | None = None, **kwargs) -> None:
         super().__init__(**kwargs)
         self.output_axis = output_axis
         self.supports_masking = True

@@ -19,7 +19,7 @@ class PaddingMask(keras.layers.Layer):
     [[True, True, False]]
     """
 
-    def __init__(self, pad_token_id=0, **kwargs):
+    def __init__(self, pad_token_id: int = 0, **kwargs) -> None:
         super().__init__(**kwargs)
         self.pad_token_id = pad_token_id
 

@@ -1,4 +1,6 @@
 """`LayerNormalization`: bert4keras's (conditional) layer normalization."""
+from collections.abc import Callable
+
 import keras
 from keras import ops
 
@@ -44,9 +46,20 @@ class LayerNormalization(keras.layers.Layer):
     (2, 3, 8)
     """
 
-    def __init__(self, zero_mean=True, unit_variance=True, epsilon=None, scale=True, offset=True,
-                 conditional=False, hidden_units=None, hidden_activation="linear",
-                 hidden_initializer="glorot_uniform", center=None, **kwargs):
+    def __init__(
+        self,
+        zero_mean: bool = True,
+        unit_variance: bool = True,
+        epsilon: float | None = None,
+        scale: bool = True,
+        offset: bool = True,
+        conditional: bool = False,
+        hidden_units: int | None = None,
+        hidden_activation: str | Callable = "linear",
+        hidden_initializer: str | keras.initializers.Initializer = "glorot_uniform",
+        center: bool | None = None,
+        **kwargs,
+    ) -> None:
         super().__init__(**kwargs)
         self.zero_mean = zero_mean
         self.unit_variance = unit_variance

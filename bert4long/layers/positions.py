@@ -18,7 +18,6 @@ from keras import ops
 from bert4long.layers.embeddings import MERGE_MODES, merge_positions, merged_output_shape
 
 
-
 def check_even_dim(dim, what):
     if not isinstance(dim, int) or isinstance(dim, bool) or dim <= 0 or dim % 2:
         raise ValueError(
@@ -134,7 +133,7 @@ class SinusoidalPositionEmbedding(keras.layers.Layer):
     Reference: Vaswani et al., Attention Is All You Need (2017).
     """
 
-    def __init__(self, output_dim, merge_mode="add", custom_position_ids=False, **kwargs):
+    def __init__(self, output_dim: int, merge_mode: str = "add", custom_position_ids: bool = False, **kwargs) -> None:
         super().__init__(**kwargs)
         if merge_mode not in MERGE_MODES:
             raise ValueError(f"merge_mode must be one of {MERGE_MODES}, got {merge_mode!r}.")
@@ -190,7 +189,7 @@ class RelativePositionEmbedding(keras.layers.Layer):
     Shaw et al., Self-Attention with Relative Position Representations (2018).
     """
 
-    def __init__(self, max_relative_position, output_dim, **kwargs):
+    def __init__(self, max_relative_position: int, output_dim: int, **kwargs) -> None:
         super().__init__(**kwargs)
         self.max_relative_position = check_max_relative_position(max_relative_position)
         self.output_dim = check_even_dim(output_dim, "RelativePositionEmbedding")

@@ -7,10 +7,12 @@ A subclass supplies ``content_ids(text)`` (ids without the start/end tokens),
 ids and bert4keras's truncation (``truncate_sequences``: one token at a time
 from the longer text).
 """
+from collections.abc import Iterable, Sequence
+
 import numpy as np
 
 
-def check_text(text):
+def check_text(text: object) -> None:
     """Raise a TypeError naming the fix when ``text`` is bytes, not str."""
     if isinstance(text, (bytes, bytearray)):
         raise TypeError(
@@ -28,13 +30,13 @@ class TokenizerBase:
     cls_id = property(lambda self: self._token_start_id)
     sep_id = property(lambda self: self._token_end_id)
 
-    def tokens_to_ids(self, tokens):
+    def tokens_to_ids(self, tokens: Iterable[str]) -> list[int]:
         return [self.token_to_id(token) for token in tokens]
 
-    def ids_to_tokens(self, ids):
+    def ids_to_tokens(self, ids: Iterable[int]) -> list[str]:
         return [self.id_to_token(i) for i in ids]
 
-    def encode_documents(self, texts):
+    def encode_documents(self, texts: Iterable[str]) -> list[np.ndarray]:
         """Content ids (no start/end tokens) of many documents, as int32 arrays."""
         return [np.asarray(self.content_ids(text), dtype=np.int32) for text in texts]
 
@@ -43,7 +45,7 @@ class TokenizerBase:
         end = [] if self._token_end is None else [self._token_end_id]
         return start + ids + end
 
-    def tokenize(self, text, maxlen=None):
+    def tokenize(self, text: str, maxlen: int | None = None) -> list[str]:
         """Tokens of ``text`` with the start/end tokens, cut to ``maxlen`` tokens."""
         ids = self.content_ids(text)
         if maxlen is not None:
@@ -71,7 +73,13 @@ class TokenizerBase:
             tokens = tokens[:-1]
         return self.tokens_to_ids(tokens)
 
-    def encode(self, first_text, second_text=None, maxlen=None, truncate_from="right"):
+    def encode(
+        self,
+        first_text: str | Sequence[str],
+        second_text: str | Sequence[str] | None = None,
+        maxlen: int | None = None,
+        truncate_from: str = "right",
+    ) -> tuple[list[int], list[int]]:
         """``(token_ids, segment_ids)`` of one text or a pair, bert4keras style.
 
         ``first_text``/``second_text`` are strings or token lists (from
@@ -105,7 +113,7 @@ def _keep(ids, count, truncate_from):
     return ids[:count] if truncate_from == "right" else ids[len(ids) - count:]
 
 
-def truncated_lengths(budget, first_len, second_len=None):
+def truncated_lengths(budget: int, first_len: int, second_len: int | None = None) -> tuple[int, int | None]:
     """Lengths kept by bert4keras's ``truncate_sequences``: pop one token at a
     time from the longer sequence (the first on ties) until the sum fits."""
     if second_len is None:

@@ -37,7 +37,7 @@ def _lower_case(folder, token_dict):
     return not _is_cased(token_dict)
 
 
-def load_tokenizer(folder):
+def load_tokenizer(folder: str | os.PathLike) -> Tokenizer | SpTokenizer | HuggingFaceTokenizer:
     """The tokenizer of a checkpoint folder, with bert4keras's API.
 
     - WordPiece (a ``vocab.txt``, with or without a WordPiece ``tokenizer.json``):

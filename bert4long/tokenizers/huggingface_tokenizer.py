@@ -11,10 +11,15 @@ cannot inject structure.
 import hashlib
 import json
 import os
+from collections.abc import Iterable, Mapping
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from bert4long.tokenizers.base import check_text
+
+if TYPE_CHECKING:
+    import tokenizers
 
 # (role, tokenizer_config.json key, usual spellings when the config does not say)
 ROLES = (
@@ -26,12 +31,12 @@ ROLES = (
 )
 
 
-def token_text(token):
+def token_text(token: str | Mapping[str, Any] | None) -> str | None:
     """A tokenizer_config.json token: a string, or ``{"content": ...}`` in older files."""
     return token.get("content") if isinstance(token, dict) else token
 
 
-def byte_level_bpe(vocab_file, merges_file, config):
+def byte_level_bpe(vocab_file: str, merges_file: str, config: Mapping[str, Any]) -> "tokenizers.Tokenizer":
     """RoBERTa's tokenizer from ``vocab.json`` + ``merges.txt``, assembled as transformers does.
 
     Byte-level pre-tokenizer and decoder, ``<s> A </s></s> B </s>`` post-processor,
@@ -89,7 +94,11 @@ class HuggingFaceTokenizer:
     ([1, 3, 4, 2, 0, 0, 0, 2], [0, 0, 0, 0, 1, 1, 1, 1])
     """
 
-    def __init__(self, tokenizer, special_tokens=None):
+    def __init__(
+        self,
+        tokenizer: "str | os.PathLike | tokenizers.Tokenizer",
+        special_tokens: Mapping[str, Any] | None = None,
+    ) -> None:
         import tokenizers
 
         if not isinstance(tokenizer, tokenizers.Tokenizer):
@@ -115,33 +124,33 @@ class HuggingFaceTokenizer:
     sep_id = property(lambda self: self._token_end_id)
 
     @property
-    def vocab_size(self):
+    def vocab_size(self) -> int:
         return self._vocab_size
 
     @property
-    def special_ids(self):
+    def special_ids(self) -> list[int]:
         """Ids of the start, end, padding, unknown and mask tokens the vocab has."""
         ids = (getattr(self, f"_token_{role}_id") for role, _, _ in ROLES)
         return sorted({i for i in ids if i is not None})
 
     @property
-    def fingerprint(self):
+    def fingerprint(self) -> str:
         """Hex digest of the tokenizer file and its special tokens."""
         state = [self._tokenizer.to_str(), [getattr(self, f"_token_{role}") for role, _, _ in ROLES]]
         return hashlib.sha256(json.dumps(state).encode("utf-8")).hexdigest()
 
-    def token_to_id(self, token):
+    def token_to_id(self, token: str) -> int:
         """The token's id; the unknown token's id for a token outside the vocab."""
         index = self._tokenizer.token_to_id(token)
         return self._token_unk_id if index is None else index
 
-    def tokens_to_ids(self, tokens):
+    def tokens_to_ids(self, tokens: Iterable[str]) -> list[int]:
         return [self.token_to_id(token) for token in tokens]
 
-    def id_to_token(self, i):
+    def id_to_token(self, i: int) -> str | None:
         return self._tokenizer.id_to_token(i)
 
-    def ids_to_tokens(self, ids):
+    def ids_to_tokens(self, ids: Iterable[int]) -> list[str | None]:
         return [self.id_to_token(i) for i in ids]
 
     def _encode(self, first_text, second_text=None, maxlen=None, truncate_from="right"):
@@ -165,21 +174,27 @@ class HuggingFaceTokenizer:
         finally:
             self._tokenizer.no_truncation()
 
-    def encode(self, first_text, second_text=None, maxlen=None, truncate_from="right"):
+    def encode(
+        self,
+        first_text: str,
+        second_text: str | None = None,
+        maxlen: int | None = None,
+        truncate_from: str = "right",
+    ) -> tuple[list[int], list[int]]:
         """``(token_ids, segment_ids)`` of one text or a pair, special tokens placed by the file."""
         encoding = self._encode(first_text, second_text, maxlen, truncate_from)
         return list(encoding.ids), list(encoding.type_ids)
 
-    def tokenize(self, text, maxlen=None):
+    def tokenize(self, text: str, maxlen: int | None = None) -> list[str]:
         """Tokens of ``text``, special tokens included, cut to ``maxlen``."""
         return list(self._encode(text, None, maxlen).tokens)
 
-    def content_ids(self, text):
+    def content_ids(self, text: str) -> list[int]:
         """Ids of ``text`` without special tokens (a Python list)."""
         check_text(text)
         return list(self._tokenizer.encode(text, add_special_tokens=False).ids)
 
-    def encode_documents(self, texts):
+    def encode_documents(self, texts: Iterable[str]) -> list[np.ndarray]:
         """Content ids (no special tokens) of many documents, as int32 arrays (one batched call)."""
         texts = list(texts)
         for text in texts:
@@ -187,6 +202,6 @@ class HuggingFaceTokenizer:
         encodings = self._tokenizer.encode_batch(texts, add_special_tokens=False)
         return [np.asarray(e.ids, dtype=np.int32) for e in encodings]
 
-    def decode(self, ids):
+    def decode(self, ids: Iterable[int]) -> str:
         """Text of ``ids``, special tokens dropped (transformers' ``skip_special_tokens=True``)."""
         return self._tokenizer.decode([int(i) for i in ids], skip_special_tokens=True)

@@ -6,6 +6,7 @@ English ALBERT, T5-style and many multilingual checkpoints ship a sentencepiece
 only adds bert4keras's ``encode`` / ``tokenize`` / ``decode`` conventions.
 """
 import os
+from collections.abc import Callable, Iterable, Mapping
 
 from bert4long.tokenizers.base import TokenizerBase, check_text
 
@@ -43,8 +44,14 @@ class SpTokenizer(TokenizerBase):
     'the cat'
     """
 
-    def __init__(self, sp_model_path, token_start="[CLS]", token_end="[SEP]", pre_tokenize=None,
-                 token_translate=None):
+    def __init__(
+        self,
+        sp_model_path: str | os.PathLike,
+        token_start: str | None = "[CLS]",
+        token_end: str | None = "[SEP]",
+        pre_tokenize: Callable[[str], Iterable[str]] | None = None,
+        token_translate: Mapping[str, str] | None = None,
+    ) -> None:
         import sentencepiece
 
         sp_model_path = os.fspath(sp_model_path)
@@ -65,13 +72,13 @@ class SpTokenizer(TokenizerBase):
             setattr(self, f"_token_{role}_id", None if token is None else self.sp_model.piece_to_id(token))
 
     @property
-    def vocab_size(self):
+    def vocab_size(self) -> int:
         return self._vocab_size
 
-    def token_to_id(self, token):
+    def token_to_id(self, token: str) -> int:
         return self.sp_model.piece_to_id(token)
 
-    def id_to_token(self, i):
+    def id_to_token(self, i: int) -> str:
         return self.sp_model.id_to_piece(i) if i < self._vocab_size else ""
 
     def _tokenize(self, text):
@@ -83,7 +90,7 @@ class SpTokenizer(TokenizerBase):
         pieces = self.sp_model.encode(text, out_type=str)
         return [self._token_translate.get(piece) or piece for piece in pieces]
 
-    def tokenize(self, text, maxlen=None):
+    def tokenize(self, text: str, maxlen: int | None = None) -> list[str]:
         """Pieces of ``text`` (as sentencepiece spells them, unknown ones included)
         between the start/end tokens, cut to ``maxlen``."""
         pieces = self._tokenize(text)
@@ -93,11 +100,11 @@ class SpTokenizer(TokenizerBase):
         end = [] if self._token_end is None else [self._token_end]
         return start + pieces + end
 
-    def content_ids(self, text):
+    def content_ids(self, text: str) -> list[int]:
         """Ids of ``text``'s pieces, without the start/end tokens."""
         return self.tokens_to_ids(self._tokenize(text))
 
-    def decode(self, ids):
+    def decode(self, ids: Iterable[int]) -> str:
         """Text of ``ids``, through sentencepiece's own detokenizer."""
         pieces = [self._token_translate_inv.get(token) or token for token in self.ids_to_tokens(ids)]
         return self.sp_model.decode_pieces(pieces)

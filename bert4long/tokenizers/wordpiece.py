@@ -28,6 +28,7 @@ import json
 import os
 import re
 import unicodedata
+from collections.abc import Iterable, Mapping, Sequence
 
 from bert4long.tokenizers.base import TokenizerBase, check_text
 
@@ -45,13 +46,13 @@ CJK_RANGES = (
 SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
 
 
-def is_cjk_character(ch):
+def is_cjk_character(ch: str) -> bool:
     """True for the CJK ideographs that BERT splits one per token."""
     code = ord(ch)
     return any(lo <= code <= hi for lo, hi in CJK_RANGES)
 
 
-def is_punctuation(ch):
+def is_punctuation(ch: str) -> bool:
     """BERT's punctuation: ASCII symbols plus every Unicode ``P*`` category."""
     code = ord(ch)
     if 33 <= code <= 47 or 58 <= code <= 64 or 91 <= code <= 96 or 123 <= code <= 126:
@@ -59,7 +60,7 @@ def is_punctuation(ch):
     return unicodedata.category(ch).startswith("P")
 
 
-def is_special(token):
+def is_special(token: str) -> bool:
     """bert4keras's convention: ``[CLS]``, ``[SEP]``, ``[unused1]``... are special."""
     return bool(token) and token[0] == "[" and token[-1] == "]"
 
@@ -131,7 +132,12 @@ def _patterns():
     }
 
 
-def load_vocab(dict_path, encoding="utf-8", simplified=False, startswith=None):
+def load_vocab(
+    dict_path: str | os.PathLike,
+    encoding: str = "utf-8",
+    simplified: bool = False,
+    startswith: Sequence[str] | None = None,
+) -> dict[str, int] | tuple[dict[str, int], list[int]]:
     """Read a BERT ``vocab.txt`` (one token per line; the id is the line number).
 
     With ``simplified=True`` also drop tokens the tokenizer can never produce
@@ -175,7 +181,7 @@ def load_vocab(dict_path, encoding="utf-8", simplified=False, startswith=None):
     return new_dict, keep_tokens
 
 
-def save_vocab(dict_path, token_dict, encoding="utf-8"):
+def save_vocab(dict_path: str | os.PathLike, token_dict: Mapping[str, int], encoding: str = "utf-8") -> None:
     """Write ``token_dict`` (e.g. a simplified one) as a ``vocab.txt``."""
     with open(dict_path, "w", encoding=encoding) as writer:
         for token in sorted(token_dict, key=token_dict.get):
@@ -207,13 +213,13 @@ class Tokenizer(TokenizerBase):
 
     def __init__(
         self,
-        token_dict,
-        do_lower_case=False,
-        word_maxlen=100,
-        token_start="[CLS]",
-        token_end="[SEP]",
-        cache_size=1 << 19,
-    ):
+        token_dict: Mapping[str, int] | str | os.PathLike,
+        do_lower_case: bool = False,
+        word_maxlen: int = 100,
+        token_start: str | None = "[CLS]",
+        token_end: str | None = "[SEP]",
+        cache_size: int = 1 << 19,
+    ) -> None:
         source = "token_dict"
         if isinstance(token_dict, (str, os.PathLike)):
             source = token_dict = os.fspath(token_dict)
@@ -250,32 +256,32 @@ class Tokenizer(TokenizerBase):
 
     # --- vocabulary --------------------------------------------------------------
     @property
-    def vocab_size(self):
+    def vocab_size(self) -> int:
         return self._vocab_size
 
     @property
-    def token_dict(self):
+    def token_dict(self) -> dict[str, int]:
         return dict(self._token_dict)
 
     @property
-    def special_ids(self):
+    def special_ids(self) -> list[int]:
         """Ids of ``[PAD] [UNK] [CLS] [SEP] [MASK]`` present in the vocab."""
         return sorted({self._token_dict[t] for t in SPECIAL_TOKENS if t in self._token_dict})
 
     @property
-    def fingerprint(self):
+    def fingerprint(self) -> str:
         """Hex digest of everything that decides the output (vocab and settings)."""
         state = [self.VERSION, sorted(self._token_dict.items(), key=lambda kv: kv[1]),
                  self._do_lower_case, self._word_maxlen, self._token_start, self._token_end]
         return hashlib.sha256(json.dumps(state, ensure_ascii=False).encode("utf-8")).hexdigest()
 
-    def token_to_id(self, token):
+    def token_to_id(self, token: str) -> int:
         return self._token_dict.get(token, self._token_unk_id)
 
-    def id_to_token(self, i):
+    def id_to_token(self, i: int) -> str | None:
         return self._id_to_token[i]
 
-    def ids_to_tokens(self, ids):
+    def ids_to_tokens(self, ids: Iterable[int]) -> list[str | None]:
         return [self._id_to_token[i] for i in ids]
 
     # --- the algorithm -------------------------------------------------------------
@@ -339,11 +345,11 @@ class Tokenizer(TokenizerBase):
                     pieces[i] = ids
         return list(itertools.chain.from_iterable(pieces))
 
-    def content_ids(self, text):
+    def content_ids(self, text: str) -> list[int]:
         """Token ids of ``text`` without ``[CLS]``/``[SEP]`` (a Python list)."""
         return self._ids_of_words(self._prepare(text))
 
-    def decode(self, ids):
+    def decode(self, ids: Iterable[int]) -> str:
         """Readable text: specials dropped, ``##`` pieces glued, CJK unspaced."""
         text = ""
         for token in self.ids_to_tokens(ids):
@@ -395,7 +401,7 @@ class Tokenizer(TokenizerBase):
                     offset += len(stem)
         return out
 
-    def rematch(self, text, tokens):
+    def rematch(self, text: str, tokens: Sequence[str]) -> list[list[int]]:
         """Original character indices of each token (``[]`` for specials).
 
         ``tokens`` come from `tokenize` on ``text`` (possibly truncated).

@@ -6,7 +6,6 @@ import importlib.util
 import os
 import re
 
-
 WIKI_FILE = "test/test_data/enwiki-latest-pages-articles1.xml-p000000010p000030302-shortened.bz2"
 _MARKUP = [
     (re.compile(r"<!--.*?-->", re.S), " "),
@@ -21,7 +20,7 @@ _TAGS = re.compile(r"<[^>]+>")
 _FORMAT = re.compile(r"'{2,}|^[=*#:;]+|=+\s*$", re.M)
 
 
-def strip_wiki_markup(text):
+def strip_wiki_markup(text: str) -> str:
     """Plain text from MediaWiki markup (templates, links, tables, refs, formatting removed)."""
     for pattern, repl in _MARKUP:
         text = pattern.sub(repl, text)
@@ -37,7 +36,7 @@ def strip_wiki_markup(text):
     return re.sub(r"[ \t]+", " ", re.sub(r"\n{2,}", "\n", text)).strip()
 
 
-def wikipedia_articles():
+def wikipedia_articles() -> list[str]:
     """The 106 English Wikipedia articles shipped in gensim's test data, markup stripped."""
     spec = importlib.util.find_spec("gensim")
     if spec is None or not spec.submodule_search_locations:

@@ -6,6 +6,9 @@
   states of the non-empty windows are averaged, then classified.
 * `build_token_labeller`: a label per token (NER-style), padding ignored.
 """
+import os
+from collections.abc import Iterable, Sequence
+
 import keras
 import numpy as np
 from keras import ops
@@ -61,8 +64,15 @@ class MeanOverChunks(keras.layers.Layer):
         return keras.KerasTensor((chunk_ids.shape[0], vectors.shape[-1]), dtype=vectors.dtype)
 
 
-def build_classifier(config_path, checkpoint_path, num_labels, pooling="cls", dropout_rate=0.1, precision=None,
-                     **kwargs):
+def build_classifier(
+    config_path: str | os.PathLike | None,
+    checkpoint_path: str | os.PathLike | None,
+    num_labels: int,
+    pooling: str = "cls",
+    dropout_rate: float = 0.1,
+    precision: str | None = None,
+    **kwargs,
+) -> CheckedModel:
     """A document classifier (softmax logits over ``num_labels``) on a pretrained encoder.
 
     ``pooling='cls'``: inputs ``[token_ids, segment_ids]`` ``[batch, length]``.
@@ -91,7 +101,14 @@ def build_classifier(config_path, checkpoint_path, num_labels, pooling="cls", dr
     return CheckedModel(inputs, logits, name=f"classifier_{pooling}")
 
 
-def build_token_labeller(config_path, checkpoint_path, num_labels, dropout_rate=0.1, precision=None, **kwargs):
+def build_token_labeller(
+    config_path: str | os.PathLike | None,
+    checkpoint_path: str | os.PathLike | None,
+    num_labels: int,
+    dropout_rate: float = 0.1,
+    precision: str | None = None,
+    **kwargs,
+) -> CheckedModel:
     """Per-token logits ``[batch, length, num_labels]`` (train with `token_label_weights`).
 
     Example:
@@ -105,12 +122,14 @@ def build_token_labeller(config_path, checkpoint_path, num_labels, dropout_rate=
     return CheckedModel(encoder.inputs, logits, name="token_labeller")
 
 
-def token_label_weights(token_ids, special_ids=(0, 2, 3)):
+def token_label_weights(token_ids: np.typing.ArrayLike, special_ids: Sequence[int] = (0, 2, 3)) -> np.ndarray:
     """float32 weights: 1 on real tokens, 0 on padding, ``[CLS]`` and ``[SEP]``."""
     return (~np.isin(np.asarray(token_ids), special_ids)).astype("float32")
 
 
-def compile_finetune(model, optimizer, jit_compile="auto"):
+def compile_finetune(
+    model: keras.Model, optimizer: keras.optimizers.Optimizer, jit_compile: bool | str = "auto"
+) -> keras.Model:
     """Cross-entropy on logits with accuracy; sample weights (token labelling) count as a mean."""
     model.compile(
         optimizer=optimizer,
@@ -121,7 +140,7 @@ def compile_finetune(model, optimizer, jit_compile="auto"):
     return model
 
 
-def encode_labels(labels, label_names):
+def encode_labels(labels: Iterable, label_names: Sequence) -> np.ndarray:
     """Map label strings to ids, naming every unknown label.
 
     Example:

@@ -2,13 +2,14 @@
 import contextlib
 import signal
 import threading
+from collections.abc import Iterator
 
 import keras
 
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
 
 
-def signal_name(signum):
+def signal_name(signum: int) -> str:
     """``'SIGTERM'``, ``'SIGINT (Ctrl-C)'``, ..."""
     return signal.Signals(signum).name + (" (Ctrl-C)" if signum == signal.SIGINT else "")
 
@@ -16,7 +17,7 @@ def signal_name(signum):
 class TrainingInterrupted(Exception):
     """Training stopped on a signal after saving its state; ``exit_code`` is ``128 + signal``."""
 
-    def __init__(self, message, signum):
+    def __init__(self, message: str, signum: int) -> None:
         super().__init__(message)
         self.signum = signum
         self.exit_code = 128 + signum
@@ -25,7 +26,7 @@ class TrainingInterrupted(Exception):
 class StopOnSignal(keras.callbacks.Callback):
     """Ask ``fit`` to stop at the next step boundary once `received` is set; count the steps done."""
 
-    def __init__(self):
+    def __init__(self) -> None:
         super().__init__()
         self.received = None
         self.batches = 0
@@ -40,7 +41,7 @@ class StopOnSignal(keras.callbacks.Callback):
 
 
 @contextlib.contextmanager
-def signals_to(stopper):
+def signals_to(stopper: StopOnSignal) -> Iterator[StopOnSignal]:
     """While inside, SIGTERM/SIGINT set ``stopper.received`` instead of killing; a second one stops at once.
 
     Signal handlers live in the main thread only; elsewhere this does nothing.
@@ -63,7 +64,7 @@ def signals_to(stopper):
 
 
 @contextlib.contextmanager
-def sigterm_stops(command="bert4long"):
+def sigterm_stops(command: str = "bert4long") -> Iterator[None]:
     """While inside, SIGTERM raises `TrainingInterrupted` (a clean stop) instead of killing the process at once;
     `signals_to` replaces this during training steps, so there the step finishes and is saved first."""
     if threading.current_thread() is not threading.main_thread():

@@ -38,7 +38,7 @@ class RunLock:
     True
     """
 
-    def __init__(self, folder):
+    def __init__(self, folder: str | os.PathLike) -> None:
         self.folder = os.path.abspath(os.fspath(folder))
         self.path = os.path.join(self.folder, LOCK_NAME)
         self.held = False
@@ -53,7 +53,7 @@ class RunLock:
         except (OSError, ValueError):   # being written, or left half written by a crash
             return {"pid": None, "age": time.time() - os.path.getmtime(self.path)}
 
-    def acquire(self):
+    def acquire(self) -> "RunLock":
         os.makedirs(self.folder, exist_ok=True)
         me = {"pid": os.getpid(), "host": socket.gethostname()}
         while True:
@@ -86,7 +86,7 @@ class RunLock:
             self.held = self._owner = True
             return self
 
-    def release(self):
+    def release(self) -> None:
         if self._owner:
             try:
                 os.remove(self.path)
@@ -94,9 +94,9 @@ class RunLock:
                 pass
         self.held = self._owner = False
 
-    def __enter__(self):
+    def __enter__(self) -> "RunLock":
         return self.acquire()
 
-    def __exit__(self, *exc):
+    def __exit__(self, *exc: object) -> bool:
         self.release()
         return False

@@ -4,6 +4,8 @@ import importlib.util
 import math
 import os
 import time
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
 
 import keras
 import numpy as np
@@ -40,14 +42,14 @@ def _log(message, verbose):
         print(message, flush=True)
 
 
-def needs_custom_loop(model):
+def needs_custom_loop(model: keras.Model) -> bool:
     """Keras 3's ``fit`` cannot start under `MultiWorkerMirroredStrategy` (it reduces the first batch with
     ``strategy.reduce``, which fails on a per-replica batch: keras-team/keras#20585), so that strategy
     trains through `fit_distributed` instead; every other strategy uses ``model.fit``."""
     return isinstance(model.distribute_strategy, tf.distribute.MultiWorkerMirroredStrategy)
 
 
-def fit_distributed(model, dataset, steps):
+def fit_distributed(model: keras.Model, dataset: tf.data.Dataset, steps: int) -> dict[str, list[float]]:
     """Run ``steps`` training steps of a compiled ``model`` with ``strategy.run`` (one `tf.function` step).
 
     The step is Keras's own: ``model.compute_loss`` with the compiled loss (which
@@ -75,9 +77,21 @@ def fit_distributed(model, dataset, steps):
     return {"loss": [float(train_step(next(iterator))) for _ in range(steps)]}
 
 
-def fit_resumable(model, make_dataset, steps, out_dir, config, save_every=100, tokens_per_step=None,
-                  callbacks=(), verbose="auto", tensorboard=True, keep=2, accept_changes=False,
-                  on_save=None):
+def fit_resumable(
+    model: keras.Model,
+    make_dataset: Callable[[int], tf.data.Dataset],
+    steps: int,
+    out_dir: str | os.PathLike,
+    config: Mapping[str, Any],
+    save_every: int = 100,
+    tokens_per_step: int | None = None,
+    callbacks: Iterable[keras.callbacks.Callback] = (),
+    verbose: str | int = "auto",
+    tensorboard: bool = True,
+    keep: int = 2,
+    accept_changes: bool = False,
+    on_save: Callable[[int, str], None] | None = None,
+) -> dict[str, Any]:
     """Train ``model`` (compiled) for ``steps`` batches, checkpointing every ``save_every``.
 
     ``make_dataset(start_step)`` must return the (endless) batches from

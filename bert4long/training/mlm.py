@@ -15,6 +15,8 @@ uninterrupted run would have seen.
 """
 import contextlib
 import os
+from collections.abc import Iterator
+from typing import Any
 
 import keras
 import numpy as np
@@ -23,18 +25,18 @@ import tensorflow as tf
 from bert4long.data.masking import MLMMasker
 from bert4long.data.order import example_order
 from bert4long.huggingface import is_huggingface_folder
-from bert4long.models import build_transformer_model
+from bert4long.models import Transformer, build_transformer_model
 
 HEAD_LAYERS = ("MLM-Dense", "MLM-Norm", "MLM-Bias")
 
 
-def default_precision():
+def default_precision() -> str:
     """``'mixed_float16'`` on a GPU, ``'mixed_bfloat16'`` on CPU."""
     return "mixed_float16" if tf.config.list_physical_devices("GPU") else "mixed_bfloat16"
 
 
 @contextlib.contextmanager
-def dtype_policy(policy):
+def dtype_policy(policy: str | None) -> Iterator[None]:
     """Build layers under ``policy`` (None, 'float32', 'mixed_bfloat16', 'mixed_float16', 'auto')."""
     if policy == "auto":
         policy = default_precision()
@@ -47,7 +49,13 @@ def dtype_policy(policy):
         keras.config.set_dtype_policy(previous)
 
 
-def build_mlm_model(config_path=None, checkpoint_path=None, precision=None, partial_load=False, **kwargs):
+def build_mlm_model(
+    config_path: str | os.PathLike | None = None,
+    checkpoint_path: str | os.PathLike | None = None,
+    precision: str | None = None,
+    partial_load: bool = False,
+    **kwargs,
+) -> tuple[keras.Model, Transformer, bool]:
     """A BERT with the gathered MLM head (logits), loaded from a Google checkpoint or HF folder.
 
     A checkpoint without MLM head (e.g. a Hugging Face sentence encoder) loads the
@@ -82,11 +90,16 @@ def build_mlm_model(config_path=None, checkpoint_path=None, precision=None, part
     return builder.model, builder, has_head
 
 
-def mlm_loss():
+def mlm_loss() -> keras.losses.Loss:
     return keras.losses.SparseCategoricalCrossentropy(from_logits=True, reduction="mean_with_sample_weight")
 
 
-def compile_mlm(model, optimizer, jit_compile="auto", steps_per_execution=1):
+def compile_mlm(
+    model: keras.Model,
+    optimizer: keras.optimizers.Optimizer,
+    jit_compile: bool | str = "auto",
+    steps_per_execution: int = 1,
+) -> keras.Model:
     """Compile ``model`` for MLM: masked-position loss and accuracy (``mlm_accuracy``)."""
     model.compile(
         optimizer=optimizer,
@@ -98,14 +111,21 @@ def compile_mlm(model, optimizer, jit_compile="auto", steps_per_execution=1):
     return model
 
 
-def to_model_inputs(batch):
+def to_model_inputs(batch: dict[str, tf.Tensor]) -> tuple[tuple[tf.Tensor, ...], tf.Tensor, tf.Tensor]:
     """``{token_ids, segment_ids, masked_positions, masked_ids, masked_weights}`` -> ``(x, y, w)``."""
     segment_ids = batch.get("segment_ids", tf.zeros_like(batch["token_ids"]))
     x = (batch["token_ids"], segment_ids, batch["masked_positions"])
     return x, batch["masked_ids"], batch["masked_weights"]
 
 
-def mlm_batches(sequences, masker, batch_size, seed=0, start_step=0, shuffle=True):
+def mlm_batches(
+    sequences: np.typing.ArrayLike,
+    masker: MLMMasker,
+    batch_size: int,
+    seed: int = 0,
+    start_step: int = 0,
+    shuffle: bool = True,
+) -> tf.data.Dataset:
     """Endless deterministic MLM batches from packed ``sequences`` (int32 ``[N, L]``), from ``start_step`` on.
 
     ``shuffle``: every epoch in a new order (`bert4long.data.order`); False reads
@@ -138,7 +158,14 @@ def mlm_batches(sequences, masker, batch_size, seed=0, start_step=0, shuffle=Tru
     return dataset.batch(batch_size, drop_remainder=True).map(to_model_inputs).prefetch(tf.data.AUTOTUNE)
 
 
-def evaluate_mlm(model, sequences, masker, batch_size, steps=None, seed=12345):
+def evaluate_mlm(
+    model: keras.Model,
+    sequences: np.typing.ArrayLike,
+    masker: MLMMasker,
+    batch_size: int,
+    steps: int | None = None,
+    seed: int = 12345,
+) -> dict[str, float]:
     """MLM loss and accuracy (masked positions only) on a fixed masking of ``sequences``.
 
     Returns ``{'loss': float, 'mlm_accuracy': float, 'predictions': int}``.
@@ -160,7 +187,7 @@ def evaluate_mlm(model, sequences, masker, batch_size, steps=None, seed=12345):
             "predictions": int(total_weight)}
 
 
-def masker_for(tokenizer, seq_len, mask_rate=0.15):
+def masker_for(tokenizer: Any, seq_len: int, mask_rate: float = 0.15) -> MLMMasker:
     """An 80/10/10 masker predicting up to ``ceil(mask_rate * seq_len)`` tokens per sequence."""
     return MLMMasker.from_tokenizer(tokenizer, max_predictions=max(1, int(np.ceil(mask_rate * seq_len))),
                                     mask_rate=mask_rate)

@@ -11,8 +11,14 @@ from bert4long.optimizers import PiecewiseLinear
 NO_DECAY = ["bias", "gamma", "beta"]  # LayerNorm scale/offset and every bias (Keras short names)
 
 
-def make_optimizer(learning_rate, total_steps, warmup_steps=None, weight_decay=0.01, clipnorm=1.0,
-                   gradient_accumulation_steps=None):
+def make_optimizer(
+    learning_rate: float,
+    total_steps: int,
+    warmup_steps: int | None = None,
+    weight_decay: float = 0.01,
+    clipnorm: float | None = 1.0,
+    gradient_accumulation_steps: int | None = None,
+) -> keras.optimizers.AdamW:
     """AdamW with warmup + linear decay over ``total_steps`` optimizer updates.
 
     ``warmup_steps`` defaults to 10% of ``total_steps``. With gradient accumulation,

@@ -16,6 +16,8 @@ import hashlib
 import json
 import os
 import shutil
+from collections.abc import Mapping
+from typing import Any
 
 import numpy as np
 import tensorflow as tf
@@ -25,7 +27,7 @@ from bert4long.outputs import is_disk_full, write_text_atomically
 POINTER = "latest"
 
 
-def fingerprint(*arrays):
+def fingerprint(*arrays: np.typing.ArrayLike) -> str:
     """A short hash of arrays' contents (e.g. the packed training data), to tell a changed data set on resume.
 
     Example:
@@ -68,7 +70,13 @@ class RunDirectory:
     10
     """
 
-    def __init__(self, out_dir, config, keep=2, accept_changes=False):
+    def __init__(
+        self,
+        out_dir: str | os.PathLike,
+        config: Mapping[str, Any],
+        keep: int = 2,
+        accept_changes: bool = False,
+    ) -> None:
         self.out_dir = os.path.abspath(out_dir)
         self.directory = os.path.join(self.out_dir, "checkpoints")
         self.config = json.loads(json.dumps(config))
@@ -78,7 +86,7 @@ class RunDirectory:
     def _state_dir(self, step):
         return os.path.join(self.directory, f"step-{int(step):09d}")
 
-    def latest_step(self):
+    def latest_step(self) -> int | None:
         """The step of the newest complete state, or None."""
         pointer = os.path.join(self.directory, POINTER)
         if os.path.isfile(pointer):
@@ -90,7 +98,7 @@ class RunDirectory:
                  and os.path.isfile(os.path.join(self.directory, n, "run.json"))] if os.path.isdir(self.directory) else []
         return max(steps) if steps else None
 
-    def check_config(self, step):
+    def check_config(self, step: int) -> None:
         with open(os.path.join(self._state_dir(step), "run.json"), encoding="utf-8") as f:
             saved = json.load(f)["config"]
         different = sorted(k for k in set(saved) | set(self.config) if saved.get(k) != self.config.get(k))
@@ -106,7 +114,7 @@ class RunDirectory:
             "new ones, or choose a new --out folder to start over."
         )
 
-    def restore(self, checkpoint):
+    def restore(self, checkpoint: tf.train.Checkpoint) -> int:
         """Restore the newest state into ``checkpoint``; return its step (0 if there is none)."""
         step = self.latest_step()
         if step is None:
@@ -129,7 +137,7 @@ class RunDirectory:
             ) from None
         return step
 
-    def save(self, checkpoint, step, extra=None):
+    def save(self, checkpoint: tf.train.Checkpoint, step: int, extra: Mapping[str, Any] | None = None) -> None:
         """Write a complete state for ``step`` atomically, then prune old ones."""
         os.makedirs(self.directory, exist_ok=True)
         final = self._state_dir(step)
