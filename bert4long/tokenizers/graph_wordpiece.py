@@ -1,0 +1,257 @@
+"""`Tokenizer`'s WordPiece as TensorFlow ops: raw UTF-8 documents in, the same ids out.
+
+`GraphWordPiece` runs inside a graph (a SavedModel's signature) with core
+TensorFlow ops only: no tensorflow-text, no Python. Its per-code-point tables
+are computed at construction from `bert4long.tokenizers.wordpiece`'s own
+predicates (removed control characters, whitespace, punctuation, CJK,
+lower-casing + NFD + accent stripping for uncased vocabularies), so its ids
+follow the same rules as `Tokenizer.content_ids`:
+
+1. decode UTF-8 (a document that is not valid UTF-8 fails with
+   ``InvalidArgumentError`` naming its index in the batch);
+2. drop removed characters; lower-case (Python's ``str.lower``, final sigma
+   ``Σ`` → ``ς`` included) and map each code point to its NFD form without
+   nonspacing marks;
+3. split at whitespace, around CJK ideographs and around punctuation;
+4. greedy longest-match-first WordPiece over all pieces at once (a
+   ``tf.while_loop`` whose iterations are the most word pieces in one piece,
+   each testing every candidate length by hash-table lookup); a piece longer
+   than ``word_maxlen`` characters or with an unmatchable rest is ``[UNK]``.
+
+One documented difference: NFD is applied per code point, so the canonical
+reordering of two combining marks that survive accent stripping (spacing
+marks ``Mc`` with a non-zero combining class, e.g. musical symbols) is not
+done; no text in the test corpora has one.
+
+Offsets are code-point (Python ``str``) indices into the original document:
+token ``k`` covers ``text[starts[k]:ends[k]]``.
+
+>>> import tensorflow as tf
+>>> from bert4long.tokenizers import Tokenizer
+>>> from bert4long.tokenizers.graph_wordpiece import GraphWordPiece
+>>> tok = Tokenizer({"[PAD]": 0, "[UNK]": 1, "[CLS]": 2, "[SEP]": 3, "[MASK]": 4,
+...                  "un": 5, "##aff": 6, "##able": 7, "!": 8}, do_lower_case=True)
+>>> ids, starts, ends = GraphWordPiece(tok)(tf.constant(["Unaffable!", ""]))
+>>> ids.to_list(), starts.to_list(), ends.to_list()
+([[5, 6, 7, 8], []], [[0, 2, 5, 9], []], [[2, 5, 9, 10], []])
+"""
+import functools
+
+import numpy as np
+import tensorflow as tf
+
+from bert4long.tokenizers.wordpiece import (
+    _is_removed,
+    _is_whitespace,
+    _ranges,
+    is_cjk_character,
+    is_punctuation,
+)
+
+REMOVED, SPACE, PUNCT, CJK, CASE_IGNORABLE, CASED = 1, 2, 4, 8, 16, 32
+CAPITAL_SIGMA, FINAL_SIGMA = 0x03A3, 0x03C2
+
+
+def _is_case_ignorable(ch):
+    """Python's ``Case_Ignorable`` as ``str.lower`` sees it (skipped in the final-sigma context)."""
+    return ("A" + ch + "Σ").lower()[-1] == "ς" and (" " + ch + "Σ").lower()[-1] != "ς"
+
+
+def _is_cased_stop(ch):
+    """A ``Cased``, not case-ignorable character: it makes a following ``Σ`` final."""
+    return (" " + ch + "Σ").lower()[-1] == "ς"
+
+
+@functools.cache
+def code_point_classes():
+    """``(starts, classes)``: code points ``starts[i]..starts[i+1]-1`` have the bit set ``classes[i]``.
+
+    Bits: REMOVED, SPACE (whitespace that is not removed), PUNCT, CJK, and for
+    the final-sigma rule CASE_IGNORABLE and CASED. About 5 s, once per process.
+    """
+    bits = np.zeros(0x110000, np.uint8)
+    for bit, predicate in ((REMOVED, _is_removed), (SPACE, lambda ch: _is_whitespace(ch) and not _is_removed(ch)),
+                           (PUNCT, is_punctuation), (CJK, is_cjk_character),
+                           (CASE_IGNORABLE, _is_case_ignorable), (CASED, _is_cased_stop)):
+        for lo, hi in _ranges(predicate):
+            bits[lo:hi + 1] |= bit
+    starts = np.flatnonzero(np.concatenate([[True], bits[1:] != bits[:-1]]))
+    return starts.astype(np.int32), bits[starts].astype(np.int32)
+
+
+_REPLACEMENTS = {}
+
+
+def uncased_replacements(tokenizer):
+    """``{code point: replacement code points}`` where ``tokenizer``'s lower-casing + NFD + mark stripping
+    (its own ``_normalize_word``) changes a code point; computed once per process (about 3 s)."""
+    if not _REPLACEMENTS:
+        for code in range(0x110000):
+            if 0xD800 <= code <= 0xDFFF:
+                continue
+            ch = chr(code)
+            new = tokenizer._normalize_word(ch.lower())
+            if new != ch:
+                _REPLACEMENTS[code] = [ord(c) for c in new]
+    return _REPLACEMENTS
+
+
+class GraphWordPiece(tf.Module):
+    """The content ids of `Tokenizer` (``tokenizer``'s vocab and settings) as TensorFlow ops.
+
+    Call it on a string tensor ``[batch]``; it returns ragged int32
+    ``(ids, starts, ends)`` of shape ``[batch, (tokens)]``: the ids of
+    ``tokenizer.content_ids(text)`` (no ``[CLS]``/``[SEP]``) and each token's
+    code-point offsets. Track it (or its ``tables``) in a SavedModel.
+    """
+
+    def __init__(self, tokenizer, name=None):
+        super().__init__(name=name)
+        tokens = tokenizer.token_dict
+        self.unk_id = tokenizer.unk_id
+        self.word_maxlen = tokenizer._word_maxlen
+        self.piece_maxlen = tokenizer._piece_maxlen
+        self.do_lower_case = tokenizer._do_lower_case
+        self.vocab = tf.lookup.StaticHashTable(tf.lookup.KeyValueTensorInitializer(
+            tf.constant(list(tokens), tf.string), tf.constant(list(tokens.values()), tf.int32)), default_value=-1)
+        starts, classes = code_point_classes()
+        self.class_starts, self.classes = tf.constant(starts), tf.constant(classes)
+        self.tables = [self.vocab]
+        if self.do_lower_case:
+            replacements = uncased_replacements(tokenizer)
+            codes = sorted(replacements)
+            self.replaced = tf.lookup.StaticHashTable(tf.lookup.KeyValueTensorInitializer(
+                tf.constant(codes, tf.int32), tf.range(len(codes), dtype=tf.int32)), default_value=len(codes))
+            # One row per replaced code point, then a row [-1] meaning "keep the code point".
+            self.replacement_values = tf.constant(
+                [c for code in codes for c in replacements[code]] + [-1], tf.int32)
+            self.replacement_lengths = tf.constant([len(replacements[code]) for code in codes] + [1], tf.int64)
+            self.tables.append(self.replaced)
+
+    def _classes_of(self, codes):
+        index = tf.searchsorted(self.class_starts, codes, side="right") - 1
+        return tf.gather(self.classes, index)
+
+    def _decode(self, texts):
+        codes = tf.strings.unicode_decode(texts, "UTF-8", errors="replace", replacement_char=0xFFFD)
+        valid = tf.equal(tf.strings.unicode_encode(codes, "UTF-8"), texts)
+        check = tf.debugging.Assert(tf.reduce_all(valid), [
+            "documents at these batch indices are not valid UTF-8 (send text encoded as UTF-8, e.g. "
+            "decode with errors='replace' first):", tf.reshape(tf.where(~valid), [-1])], summarize=20)
+        with tf.control_dependencies([check]):
+            return tf.identity(codes.flat_values), codes.value_rowids(), codes.row_splits
+
+    def _lower(self, codes, docs):
+        """Uncased: lower-case + NFD + strip marks per code point, final sigma from its context.
+
+        Returns the new code points and, for each, the index of the code point it came from.
+        """
+        classes = self._classes_of(codes)
+        stop = tf.equal(tf.bitwise.bitwise_and(classes, CASE_IGNORABLE), 0)
+        cased = tf.logical_and(stop, tf.not_equal(tf.bitwise.bitwise_and(classes, CASED), 0))
+        stops = tf.cast(tf.where(stop)[:, 0], tf.int32)
+        before = tf.cumsum(tf.cast(stop, tf.int32), exclusive=True)  # stops before each character
+        count = tf.shape(stops)[0]
+
+        def stop_cased(k):  # is stop number k (if any, in the same document) cased?
+            inside = tf.logical_and(k >= 0, k < count)
+            at = tf.where(inside, tf.gather(stops, tf.clip_by_value(k, 0, tf.maximum(count - 1, 0))), 0)
+            return tf.logical_and(inside, tf.logical_and(tf.equal(tf.gather(docs, at), docs), tf.gather(cased, at)))
+
+        after = before + tf.cast(stop, tf.int32)
+        final = tf.logical_and(tf.equal(codes, CAPITAL_SIGMA),
+                               tf.logical_and(stop_cased(before - 1), ~stop_cased(after)))
+        pieces = tf.RaggedTensor.from_row_lengths(self.replacement_values, self.replacement_lengths)
+        new = tf.gather(pieces, self.replaced.lookup(codes))
+        owner = tf.cast(new.value_rowids(), tf.int32)
+        values = tf.where(tf.equal(new.flat_values, -1), tf.gather(codes, owner), new.flat_values)
+        return tf.where(tf.gather(final, owner), FINAL_SIGMA, values), owner
+
+    def __call__(self, texts):
+        texts = tf.convert_to_tensor(texts, tf.string)
+        batch = tf.shape(texts, out_type=tf.int64)[0]
+        codes, docs, _ = self._decode(texts)
+        codes = tf.cast(codes, tf.int32)
+        docs = tf.cast(docs, tf.int32)
+        # Position of each code point inside its document.
+        first = tf.gather(tf.concat([[0], tf.cast(tf.where(docs[1:] != docs[:-1])[:, 0] + 1, tf.int32)], 0),
+                          tf.cumsum(tf.cast(tf.concat([[False], docs[1:] != docs[:-1]], 0), tf.int32)))
+        positions = tf.range(tf.shape(codes)[0], dtype=tf.int32) - first
+        keep = tf.equal(tf.bitwise.bitwise_and(self._classes_of(codes), REMOVED), 0)
+        codes, docs, positions = (tf.boolean_mask(t, keep) for t in (codes, docs, positions))
+        # Whitespace and CJK are decided before normalization (the reference's first split).
+        classes = self._classes_of(codes)
+        space_before, cjk_before = (tf.not_equal(tf.bitwise.bitwise_and(classes, bit), 0) for bit in (SPACE, CJK))
+        origin = tf.range(tf.shape(codes)[0])
+        if self.do_lower_case:
+            codes, origin = self._lower(codes, docs)
+            docs, positions = tf.gather(docs, origin), tf.gather(positions, origin)
+        space = tf.gather(space_before, origin)
+        punct = tf.not_equal(tf.bitwise.bitwise_and(self._classes_of(codes), PUNCT), 0)
+        alone = tf.logical_or(punct, tf.gather(cjk_before, origin))
+        # A piece starts after a space, at/after an isolated character, or at a new document.
+        previous = lambda t, fill: tf.concat([[fill], t[:-1]], 0)  # noqa: E731
+        starts_piece = tf.logical_or(tf.logical_or(alone, previous(alone, True)),
+                                     tf.logical_or(previous(space, True), tf.not_equal(previous(docs, -1), docs)))
+        keep = ~space
+        codes, docs, positions, starts_piece = (tf.boolean_mask(t, keep) for t in (codes, docs, positions, starts_piece))
+        piece_of = tf.cumsum(tf.cast(starts_piece, tf.int32)) - 1
+        pieces = tf.RaggedTensor.from_value_rowids(codes, piece_of)
+        piece_positions = tf.RaggedTensor.from_value_rowids(positions, piece_of)
+        piece_docs = tf.gather(docs, tf.cast(tf.where(starts_piece)[:, 0], tf.int32))
+        ids, piece_index, begin, end = self._wordpiece(tf.strings.unicode_encode(pieces, "UTF-8"),
+                                                       tf.cast(pieces.row_lengths(), tf.int32))
+        token_docs = tf.cast(tf.gather(piece_docs, piece_index), tf.int64)
+        chars = tf.gather(piece_positions, piece_index)  # [tokens, (chars of its piece)]
+        starts = tf.gather(chars.flat_values, tf.cast(chars.row_splits[:-1], tf.int32) + begin)
+        ends = tf.gather(chars.flat_values, tf.cast(chars.row_splits[:-1], tf.int32) + end - 1) + 1
+        return tuple(tf.RaggedTensor.from_value_rowids(t, token_docs, nrows=batch) for t in (ids, starts, ends))
+
+    def _wordpiece(self, pieces, lengths):
+        """Greedy longest-match-first over every piece at once.
+
+        Returns flat ``(ids, piece_index, begin, end)`` of every token, in
+        piece order; ``begin``/``end`` are character indices inside the piece.
+        """
+        count = tf.shape(pieces)[0]
+        too_long = lengths > self.word_maxlen
+        candidate_lengths = tf.range(1, self.piece_maxlen + 1)
+
+        def step(t, start, done, unknown, ids_ta, begin_ta, end_ta):
+            width = tf.minimum(self.piece_maxlen, tf.reduce_max(tf.where(done, 0, lengths - start)))
+            widths = candidate_lengths[:tf.maximum(width, 1)]
+            shape = tf.stack([count, tf.shape(widths)[0]])
+            grid_start = tf.broadcast_to(start[:, None], shape)
+            grid_width = tf.broadcast_to(widths[None, :], shape)
+            text = tf.strings.substr(tf.broadcast_to(pieces[:, None], shape), grid_start, grid_width,
+                                     unit="UTF8_CHAR")
+            text = tf.where(grid_start > 0, tf.strings.join(["##", text]), text)
+            found = self.vocab.lookup(text)
+            valid = tf.logical_and(found >= 0, grid_start + grid_width <= lengths[:, None])
+            best = tf.reduce_max(tf.where(valid, grid_width, 0), axis=1)
+            best_id = tf.reduce_max(tf.where(tf.logical_and(valid, tf.equal(grid_width, best[:, None])), found, -1),
+                                    axis=1)
+            unknown = tf.logical_or(unknown, tf.logical_and(~done, tf.equal(best, 0)))
+            emit = tf.logical_and(~done, ~unknown)
+            ids_ta = ids_ta.write(t, tf.where(emit, best_id, -1))
+            begin_ta = begin_ta.write(t, start)
+            end_ta = end_ta.write(t, start + best)
+            start = tf.where(emit, start + best, start)
+            done = tf.logical_or(done, tf.logical_or(unknown, start >= lengths))
+            return t + 1, start, done, unknown, ids_ta, begin_ta, end_ta
+
+        arrays = [tf.TensorArray(tf.int32, size=0, dynamic_size=True) for _ in range(3)]
+        zeros = tf.zeros([count], tf.int32)
+        steps, _, _, unknown, ids_ta, begin_ta, end_ta = tf.while_loop(
+            lambda t, start, done, *_: tf.logical_or(tf.equal(t, 0), tf.reduce_any(~done)),
+            step, [0, zeros, too_long, too_long] + arrays)
+        # [pieces, iterations]; an unknown piece is one [UNK] covering it.
+        ids, begin, end = (tf.transpose(tf.reshape(ta.stack(), [steps, count])) for ta in (ids_ta, begin_ta, end_ta))
+        first = tf.equal(tf.range(tf.shape(ids)[1]), 0)[None, :]
+        ids = tf.where(unknown[:, None], tf.where(first, self.unk_id, -1), ids)
+        begin = tf.where(unknown[:, None], 0, begin)
+        end = tf.where(unknown[:, None], lengths[:, None], end)
+        keep = ids >= 0
+        index = tf.broadcast_to(tf.range(count)[:, None], tf.shape(ids))
+        return tuple(tf.boolean_mask(t, keep) for t in (ids, index, begin, end))
+
