@@ -210,48 +210,51 @@ class GraphWordPiece(tf.Module):
     def _wordpiece(self, pieces, lengths):
         """Greedy longest-match-first over every piece at once.
 
+        Each iteration looks up, for every piece not yet done, all candidates
+        from its current start (widths 1..min(longest vocab entry, rest)).
         Returns flat ``(ids, piece_index, begin, end)`` of every token, in
         piece order; ``begin``/``end`` are character indices inside the piece.
         """
         count = tf.shape(pieces)[0]
         too_long = lengths > self.word_maxlen
-        candidate_lengths = tf.range(1, self.piece_maxlen + 1)
 
-        def step(t, start, done, unknown, ids_ta, begin_ta, end_ta):
-            width = tf.minimum(self.piece_maxlen, tf.reduce_max(tf.where(done, 0, lengths - start)))
-            widths = candidate_lengths[:tf.maximum(width, 1)]
-            shape = tf.stack([count, tf.shape(widths)[0]])
-            grid_start = tf.broadcast_to(start[:, None], shape)
-            grid_width = tf.broadcast_to(widths[None, :], shape)
-            text = tf.strings.substr(tf.broadcast_to(pieces[:, None], shape), grid_start, grid_width,
+        def step(t, start, done, unknown, emitted):
+            active = tf.cast(tf.where(~done)[:, 0], tf.int32)
+            at = tf.gather(start, active)
+            widths = tf.ragged.range(1, tf.minimum(self.piece_maxlen, tf.gather(lengths, active) - at) + 1)
+            owner = tf.cast(widths.value_rowids(), tf.int32)
+            begin = tf.gather(at, owner)
+            text = tf.strings.substr(tf.gather(pieces, tf.gather(active, owner)), begin, widths.flat_values,
                                      unit="UTF8_CHAR")
-            text = tf.where(grid_start > 0, tf.strings.join(["##", text]), text)
+            text = tf.where(begin > 0, tf.strings.join(["##", text]), text)
             found = self.vocab.lookup(text)
-            valid = tf.logical_and(found >= 0, grid_start + grid_width <= lengths[:, None])
-            best = tf.reduce_max(tf.where(valid, grid_width, 0), axis=1)
-            best_id = tf.reduce_max(tf.where(tf.logical_and(valid, tf.equal(grid_width, best[:, None])), found, -1),
-                                    axis=1)
-            unknown = tf.logical_or(unknown, tf.logical_and(~done, tf.equal(best, 0)))
-            emit = tf.logical_and(~done, ~unknown)
-            ids_ta = ids_ta.write(t, tf.where(emit, best_id, -1))
-            begin_ta = begin_ta.write(t, start)
-            end_ta = end_ta.write(t, start + best)
-            start = tf.where(emit, start + best, start)
-            done = tf.logical_or(done, tf.logical_or(unknown, start >= lengths))
-            return t + 1, start, done, unknown, ids_ta, begin_ta, end_ta
+            matched = tf.where(found >= 0, widths.flat_values, 0)
+            best = tf.math.unsorted_segment_max(matched, owner, tf.shape(active)[0])
+            best = tf.maximum(best, 0)  # a piece with no candidate at all gets the identity of max: lowest int
+            best_id = tf.math.unsorted_segment_max(
+                tf.where(tf.logical_and(found >= 0, tf.equal(matched, tf.gather(best, owner))), found, -1),
+                owner, tf.shape(active)[0])
+            stuck = tf.equal(best, 0)
+            emit = ~stuck
+            emitted = [ta.write(t, tf.boolean_mask(value, emit)) for ta, value in zip(
+                emitted, (best_id, active, at, at + best))]
+            rows = active[:, None]
+            unknown = tf.tensor_scatter_nd_update(unknown, rows, stuck)
+            start = tf.tensor_scatter_nd_add(start, rows, best)
+            done = tf.logical_or(unknown, start >= lengths)
+            return t + 1, start, done, unknown, emitted
 
-        arrays = [tf.TensorArray(tf.int32, size=0, dynamic_size=True) for _ in range(3)]
-        zeros = tf.zeros([count], tf.int32)
-        steps, _, _, unknown, ids_ta, begin_ta, end_ta = tf.while_loop(
+        emitted = [tf.TensorArray(tf.int32, size=0, dynamic_size=True, infer_shape=False,
+                                  element_shape=tf.TensorShape([None])) for _ in range(4)]
+        _, _, _, unknown, emitted = tf.while_loop(
             lambda t, start, done, *_: tf.logical_or(tf.equal(t, 0), tf.reduce_any(~done)),
-            step, [0, zeros, too_long, too_long] + arrays)
-        # [pieces, iterations]; an unknown piece is one [UNK] covering it.
-        ids, begin, end = (tf.transpose(tf.reshape(ta.stack(), [steps, count])) for ta in (ids_ta, begin_ta, end_ta))
-        first = tf.equal(tf.range(tf.shape(ids)[1]), 0)[None, :]
-        ids = tf.where(unknown[:, None], tf.where(first, self.unk_id, -1), ids)
-        begin = tf.where(unknown[:, None], 0, begin)
-        end = tf.where(unknown[:, None], lengths[:, None], end)
-        keep = ids >= 0
-        index = tf.broadcast_to(tf.range(count)[:, None], tf.shape(ids))
-        return tuple(tf.boolean_mask(t, keep) for t in (ids, index, begin, end))
-
+            step, [0, tf.zeros([count], tf.int32), too_long, too_long, emitted])
+        ids, index, begin, end = (ta.concat() for ta in emitted)
+        # A piece with an unmatchable rest (or too long) is one [UNK] covering it.
+        keep = ~tf.gather(unknown, index)
+        unknown_pieces = tf.cast(tf.where(unknown)[:, 0], tf.int32)
+        ids, index, begin, end = (tf.concat([tf.boolean_mask(value, keep), extra], 0) for value, extra in zip(
+            (ids, index, begin, end), (tf.fill(tf.shape(unknown_pieces), self.unk_id), unknown_pieces,
+                                       tf.zeros_like(unknown_pieces), tf.gather(lengths, unknown_pieces))))
+        order = tf.argsort(index, stable=True)  # emitted iteration by iteration: stable keeps each piece's order
+        return tuple(tf.gather(value, order) for value in (ids, index, begin, end))
