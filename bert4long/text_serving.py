@@ -48,7 +48,7 @@ def check_raw_text_options(seq_len, strategy, head_len, overlap, pool, max_chunk
 def _wrap(rows, first, last, width):
     """``first + row + last`` padded with -1 to ``width`` columns (``[rows, width]`` int32)."""
     count = rows.nrows()
-    column = lambda value: tf.fill(tf.stack([count, 1]), value)  # noqa: E731
+    column = lambda value: tf.fill(tf.stack([count, 1]), value)
     return tf.concat([column(first), rows, column(last)], axis=1).to_tensor(
         default_value=-1, shape=tf.stack([count, tf.cast(width, tf.int64)]))
 

@@ -3,8 +3,13 @@ import os
 import tempfile
 
 from bert4long.cli.inputs import check_checkpoint, max_position_of, tokenizer_for
-from bert4long.cli.options import (add_model_arguments, check_model_options, model_kwargs, non_negative_int,
-                                   positive_int)
+from bert4long.cli.options import (
+    add_model_arguments,
+    check_model_options,
+    model_kwargs,
+    non_negative_int,
+    positive_int,
+)
 from bert4long.cli.output_guard import add_overwrite_argument
 
 RAW_TEXT_STRATEGIES = ("head", "tail", "head+tail", "chunks")  # bert4long.text_serving's, without importing TF
@@ -63,9 +68,9 @@ def run_export(args):
         if args.max_length is not None and args.seq_len > args.max_length:
             raise ValueError(f"--seq-len {args.seq_len} is longer than --max-length {args.max_length}: "
                              "rows of the raw-text signature must fit the token-id signature")
-        options = dict(raw_text=True, tokenizer=tokenizer, seq_len=args.seq_len, strategy=args.strategy,
-                       head_len=args.head_len, chunk_overlap=args.chunk_overlap, pool=args.pool,
-                       max_chunks=args.max_chunks)
+        options = {"raw_text": True, "tokenizer": tokenizer, "seq_len": args.seq_len, "strategy": args.strategy,
+                       "head_len": args.head_len, "chunk_overlap": args.chunk_overlap, "pool": args.pool,
+                       "max_chunks": args.max_chunks}
     else:
         options = {}
     names = export_saved_model(model, args.out, max_length=args.max_length, overwrite=args.overwrite, **options)

@@ -41,10 +41,10 @@ import numpy as np
 import tensorflow as tf
 
 from bert4long.tokenizers.wordpiece import (
+    CJK_RANGES,
     _is_removed,
     _is_whitespace,
     _ranges,
-    is_cjk_character,
     is_punctuation,
 )
 
@@ -52,14 +52,17 @@ REMOVED, SPACE, PUNCT, CJK, CASE_IGNORABLE, CASED = 1, 2, 4, 8, 16, 32
 CAPITAL_SIGMA, FINAL_SIGMA = 0x03A3, 0x03C2
 
 
-def _is_case_ignorable(ch):
-    """Python's ``Case_Ignorable`` as ``str.lower`` sees it (skipped in the final-sigma context)."""
-    return ("A" + ch + "Σ").lower()[-1] == "ς" and (" " + ch + "Σ").lower()[-1] != "ς"
+def _final_sigma_flags():
+    """``(case_ignorable, cased)`` boolean arrays over all code points, as Python's ``str.lower`` sees them.
 
-
-def _is_cased_stop(ch):
-    """A ``Cased``, not case-ignorable character: it makes a following ``Σ`` final."""
-    return (" " + ch + "Σ").lower()[-1] == "ς"
+    ``"AcΣ"`` lower-cases to a final ``ς`` when ``c`` is case-ignorable (skipped) or cased; ``"\\0cΣ"``
+    when ``c`` is cased and not ignorable. One ``lower()`` over all code points at once.
+    """
+    # NUL (the separator) and surrogates (never decoded) stand in as a space: neither cased nor ignorable.
+    chars = [" " if c == 0 or 0xD800 <= c <= 0xDFFF else chr(c) for c in range(0x110000)]
+    skipped_or_cased = np.array([part[-1] == "ς" for part in "\0".join("A" + c + "Σ" for c in chars).lower().split("\0")])
+    cased = np.array([part[-1] == "ς" for part in "\0".join("\0" + c + "Σ" for c in chars).lower().split("\0")[1::2]])
+    return skipped_or_cased & ~cased, cased
 
 
 @functools.cache
@@ -71,10 +74,13 @@ def code_point_classes():
     """
     bits = np.zeros(0x110000, np.uint8)
     for bit, predicate in ((REMOVED, _is_removed), (SPACE, lambda ch: _is_whitespace(ch) and not _is_removed(ch)),
-                           (PUNCT, is_punctuation), (CJK, is_cjk_character),
-                           (CASE_IGNORABLE, _is_case_ignorable), (CASED, _is_cased_stop)):
+                           (PUNCT, is_punctuation)):
         for lo, hi in _ranges(predicate):
             bits[lo:hi + 1] |= bit
+    for lo, hi in CJK_RANGES:  # is_cjk_character's table
+        bits[lo:hi + 1] |= CJK
+    ignorable, cased = _final_sigma_flags()
+    bits |= np.where(ignorable, CASE_IGNORABLE, 0).astype(np.uint8) | np.where(cased, CASED, 0).astype(np.uint8)
     starts = np.flatnonzero(np.concatenate([[True], bits[1:] != bits[:-1]]))
     return starts.astype(np.int32), bits[starts].astype(np.int32)
 
@@ -136,8 +142,8 @@ class GraphWordPiece(tf.Module):
         codes = tf.strings.unicode_decode(texts, "UTF-8", errors="replace", replacement_char=0xFFFD)
         valid = tf.equal(tf.strings.unicode_encode(codes, "UTF-8"), texts)
         check = tf.debugging.Assert(tf.reduce_all(valid), [
-            "documents at these batch indices are not valid UTF-8 (send text encoded as UTF-8, e.g. "
-            "decode with errors='replace' first):", tf.reshape(tf.where(~valid), [-1])], summarize=20)
+            ("documents at these batch indices are not valid UTF-8 (send text encoded as UTF-8, e.g. "
+            "decode with errors='replace' first):"), tf.reshape(tf.where(~valid), [-1])], summarize=20)
         with tf.control_dependencies([check]):
             return tf.identity(codes.flat_values), codes.value_rowids(), codes.row_splits
 
@@ -190,7 +196,7 @@ class GraphWordPiece(tf.Module):
         punct = tf.not_equal(tf.bitwise.bitwise_and(self._classes_of(codes), PUNCT), 0)
         alone = tf.logical_or(punct, tf.gather(cjk_before, origin))
         # A piece starts after a space, at/after an isolated character, or at a new document.
-        previous = lambda t, fill: tf.concat([[fill], t[:-1]], 0)  # noqa: E731
+        previous = lambda t, fill: tf.concat([[fill], t[:-1]], 0)
         starts_piece = tf.logical_or(tf.logical_or(alone, previous(alone, True)),
                                      tf.logical_or(previous(space, True), tf.not_equal(previous(docs, -1), docs)))
         keep = ~space
