@@ -101,7 +101,7 @@ def raw_text_serving(serve_ids, tokenizer, output_ranks, seq_len, strategy="head
             jump = tf.maximum(tf.gather(lengths, owners) - budget, 0)[:, None]
             index += tf.where(within >= min(head_len, budget), jump, 0)
         content = [tf.gather(t.flat_values, index) for t in (ids, starts, ends)]
-        width = tf.maximum(tf.reduce_max(tf.concat([counts, [0]], 0)), 0) + 2
+        width = tf.reduce_max(tf.concat([counts, [0]], 0)) + 2  # [0]: an empty batch has rows of 2
         token_ids = tf.maximum(_wrap(content[0], cls_id, sep_id, width), 0)
         outputs["token_starts"] = _wrap(content[1], -1, -1, width)
         outputs["token_ends"] = _wrap(content[2], -1, -1, width)
@@ -120,7 +120,11 @@ def raw_text_serving(serve_ids, tokenizer, output_ranks, seq_len, strategy="head
 
 
 def pool_windows(values, owners, batch, used, mode):
-    """`bert4long.data.pool_chunks` in TensorFlow ops: ``[chunks, d]`` → ``[batch, d]``."""
+    """`bert4long.data.pool_chunks` in TensorFlow ops: ``[chunks, d]`` → ``[batch, d]``.
+
+    (`bert4long.data.pool_chunks_ops` needs the number of documents as a Python int; here it is the
+    request's batch size, a tensor.)
+    """
     if mode == "first":
         return tf.gather(values, tf.cumsum(used, exclusive=True))
     if mode == "max":

@@ -176,13 +176,10 @@ class GraphWordPiece(tf.Module):
     def __call__(self, texts):
         texts = tf.convert_to_tensor(texts, tf.string)
         batch = tf.shape(texts, out_type=tf.int64)[0]
-        codes, docs, _ = self._decode(texts)
-        codes = tf.cast(codes, tf.int32)
-        docs = tf.cast(docs, tf.int32)
+        codes, docs, row_splits = self._decode(texts)
+        codes, docs = tf.cast(codes, tf.int32), tf.cast(docs, tf.int32)
         # Position of each code point inside its document.
-        first = tf.gather(tf.concat([[0], tf.cast(tf.where(docs[1:] != docs[:-1])[:, 0] + 1, tf.int32)], 0),
-                          tf.cumsum(tf.cast(tf.concat([[False], docs[1:] != docs[:-1]], 0), tf.int32)))
-        positions = tf.range(tf.shape(codes)[0], dtype=tf.int32) - first
+        positions = tf.range(tf.shape(codes)[0]) - tf.gather(tf.cast(row_splits, tf.int32), docs)
         keep = tf.equal(tf.bitwise.bitwise_and(self._classes_of(codes), REMOVED), 0)
         codes, docs, positions = (tf.boolean_mask(t, keep) for t in (codes, docs, positions))
         # Whitespace and CJK are decided before normalization (the reference's first split).
