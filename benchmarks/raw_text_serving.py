@@ -145,7 +145,7 @@ def main(argv=None):
         for name, run in pipelines.items():
             seconds = median_time(run, args.repeats)
             rows.append({"tokens": length, "batch": args.batch_size, "pipeline": name, "documents": len(documents),
-                         "seconds": round(seconds, 2), "documents_per_s": round(len(documents) / seconds, 2)})
+                         "seconds": round(seconds, 2), "documents_per_s": round(len(documents) / seconds, 3)})
             print_table(rows[-1:], list(rows[-1]))
     token_rows = tokenizer_rows(vocab, corpora, args.repeats)
     print()
