@@ -18,6 +18,19 @@ Beside the model's outputs the function returns ``token_ids`` (the int32 rows
 fed to the model, padded with 0), ``token_starts``/``token_ends`` (code-point
 offsets into the document of each token, -1 for ``[CLS]``, ``[SEP]`` and
 padding) and ``num_tokens`` (the document's content tokens before any cut).
+
+>>> import tensorflow as tf
+>>> from bert4long.text_serving import raw_text_serving
+>>> from bert4long.tokenizers import Tokenizer
+>>> tok = Tokenizer({"[PAD]": 0, "[UNK]": 1, "[CLS]": 2, "[SEP]": 3, "a": 4, "b": 5})
+>>> def serve_ids(token_ids, segment_ids, attention_mask):  # a "model": tokens per row
+...     return {"tokens": tf.cast(tf.math.count_nonzero(token_ids, axis=1, keepdims=True), tf.float32)}
+>>> serve, _ = raw_text_serving(serve_ids, tok, {"tokens": 2}, seq_len=4, strategy="chunks", pool="mean")
+>>> out = serve(tf.constant(["a b a b a", ""]))
+>>> out["token_ids"].numpy().tolist()
+[[2, 4, 5, 3], [2, 4, 5, 3], [2, 4, 3, 0], [2, 3, 0, 0]]
+>>> out["num_chunks"].numpy().tolist(), out["tokens"].numpy().round(2).tolist()
+([3, 1], [[3.67], [2.0]])
 """
 import tensorflow as tf
 

@@ -16,10 +16,9 @@ import pytest
 import tensorflow as tf
 
 from bert4long.data import chunk_documents, pool_chunks, truncate
-from bert4long.export import export_saved_model
 from bert4long.models import build_transformer_model
 from bert4long.testing import write_tiny_checkpoint
-from bert4long.text_serving import check_raw_text_options
+from bert4long.text_serving import check_raw_text_options, raw_text_serving
 from bert4long.tokenizers import Tokenizer
 from bert4long.tokenizers.graph_wordpiece import GraphWordPiece
 from bert4long.training.corpus import wikipedia_articles
@@ -146,12 +145,23 @@ def mixed_documents():
     return ["Short.", "", article, "中文和English混合的文本，“引号”😀 " * 6, "[CLS] literal \x00 control"]
 
 
-def test_raw_text_saved_model_equals_the_python_pipeline_without_bert4long(minilm_vocab_model, tmp_path):
+def test_cli_raw_text_saved_model_equals_the_python_pipeline_without_bert4long(minilm_vocab_model, tmp_path):
+    from bert4long.cli.checkpoint_tools import MODES as CLI_MODES
+    from bert4long.cli.checkpoint_tools import RAW_TEXT_STRATEGIES as CLI_STRATEGIES
+    from bert4long.data.pooling import MODES
+    from bert4long.text_serving import RAW_TEXT_STRATEGIES
+
+    assert (CLI_MODES, CLI_STRATEGIES) == (MODES, RAW_TEXT_STRATEGIES)
     config, checkpoint = minilm_vocab_model
+    command = [sys.executable, "-m", "bert4long.cli", "export", "--config", config, "--checkpoint", checkpoint,
+               "--vocab", EN_VOCAB, "--uncased", "--seq-len", "16", "--out", str(tmp_path / "served"),
+               "--raw-text", "--strategy", "head+tail", "--head-len", "5"]
+    result = subprocess.run(command, check=False, capture_output=True, text=True, timeout=300,
+                            env=dict(os.environ, PYTHONPATH=ROOT))
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "serving_default takes texts" in result.stdout
     model = build_transformer_model(config, checkpoint)
     tokenizer = Tokenizer(EN_VOCAB, do_lower_case=True)
-    export_saved_model(model, str(tmp_path / "served"), raw_text=True, tokenizer=tokenizer, strategy="head+tail",
-                       head_len=5)
     texts = mixed_documents()
     (tmp_path / "texts.json").write_text(json.dumps(texts), encoding="utf-8")
     script = tmp_path / "load.py"
@@ -183,26 +193,19 @@ def test_raw_text_saved_model_equals_the_python_pipeline_without_bert4long(minil
     assert "not valid UTF-8" in str(served["bad_utf8"]) and "first):] [1]" in str(served["bad_utf8"])
 
 
-def test_cli_export_raw_text_chunks_pool_like_the_python_pipeline(minilm_vocab_model, tmp_path):
-    from bert4long.cli.checkpoint_tools import MODES as CLI_MODES
-    from bert4long.cli.checkpoint_tools import RAW_TEXT_STRATEGIES as CLI_STRATEGIES
-    from bert4long.data.pooling import MODES
-    from bert4long.text_serving import RAW_TEXT_STRATEGIES
-
-    assert (CLI_MODES, CLI_STRATEGIES) == (MODES, RAW_TEXT_STRATEGIES)
+def test_raw_text_chunks_pool_like_the_python_pipeline(minilm_vocab_model):
     config, checkpoint = minilm_vocab_model
-    command = [sys.executable, "-m", "bert4long.cli", "export", "--config", config, "--checkpoint", checkpoint,
-               "--vocab", EN_VOCAB, "--uncased", "--seq-len", "16", "--with-pool", "--out", str(tmp_path / "served"),
-               "--raw-text", "--strategy", "chunks", "--chunk-overlap", "3", "--pool", "max", "--max-chunks", "3"]
-    result = subprocess.run(command, check=False, capture_output=True, text=True, timeout=300,
-                            env=dict(os.environ, PYTHONPATH=ROOT))
-    assert result.returncode == 0, result.stderr[-3000:]
-    assert "serving_default takes texts" in result.stdout
     model = build_transformer_model(config, checkpoint, with_pool=True)
     tokenizer = Tokenizer(EN_VOCAB, do_lower_case=True)
-    serve = tf.saved_model.load(str(tmp_path / "served")).signatures["serving_default"]
+
+    def serve_ids(token_ids, segment_ids, attention_mask):
+        return {"pooled_output": model([token_ids, segment_ids], training=False)}
+
+    function, _ = raw_text_serving(serve_ids, tokenizer, {"pooled_output": 2}, 16, "chunks", overlap=3, pool="max",
+                                   max_chunks=3)
+    serve = tf.function(function)
     texts = mixed_documents()
-    served = {k: v.numpy() for k, v in serve(texts=tf.constant(texts)).items()}
+    served = {k: v.numpy() for k, v in serve(tf.constant(texts)).items()}
 
     documents = [tokenizer.content_ids(text) for text in texts]
     token_ids, segment_ids, owners = chunk_documents(documents, 16, 3, cls_id=tokenizer.cls_id,
@@ -217,7 +220,7 @@ def test_cli_export_raw_text_chunks_pool_like_the_python_pipeline(minilm_vocab_m
     chunk_outputs = model.predict([token_ids[read], segment_ids[read]], verbose=0)
     expected = pool_chunks(chunk_outputs, owners[read], len(texts), "max")
     np.testing.assert_allclose(served["pooled_output"], expected, atol=1e-5)
-    empty = serve(texts=tf.constant(["", ""]))
+    empty = serve(tf.constant(["", ""]))
     assert empty["pooled_output"].shape == (2, 16) and empty["num_chunks"].numpy().tolist() == [1, 1]
 
 
