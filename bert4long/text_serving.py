@@ -111,8 +111,9 @@ def raw_text_serving(serve_ids, tokenizer, output_ranks, seq_len, strategy="head
         within = tf.ragged.range(counts)
         index = tf.gather(row_starts, owners)[:, None] + begin[:, None] + within
         if strategy == "head+tail":  # the first head_len, then the last budget - head_len
-            jump = tf.maximum(tf.gather(lengths, owners) - budget, 0)[:, None]
-            index += tf.where(within >= min(head_len, budget), jump, 0)
+            jump = tf.repeat(tf.maximum(tf.gather(lengths, owners) - budget, 0), counts)
+            index = index.with_flat_values(
+                index.flat_values + tf.where(within.flat_values >= min(head_len, budget), jump, 0))
         content = [tf.gather(t.flat_values, index) for t in (ids, starts, ends)]
         width = tf.reduce_max(tf.concat([counts, [0]], 0)) + 2  # [0]: an empty batch has rows of 2
         token_ids = tf.maximum(_wrap(content[0], cls_id, sep_id, width), 0)
