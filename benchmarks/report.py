@@ -631,6 +631,26 @@ def speed_headline(data):
             for t in [t for t in targets if not t["memory"]] + memory[:1]]
 
 
+def raw_text_section(data, number):
+    """benchmarks/raw_text_serving.py: documents/s both ways, then the tokenizer alone in characters/s."""
+    out = [f"## {number}. Serving raw text: in-graph tokenization against Python + int32\n",
+           stamp_line(data.get("stamp")) + "\n",
+           (f"Model: {data.get('model')}; strategy {data.get('strategy')}; one SavedModel per length serves both "
+           "ways (docs/serving.md).\n")]
+    rows = data.get("rows", [])
+    if rows:
+        out.append(table(["tokens", "batch", "pipeline", "documents", "seconds", "documents/s"],
+                         [[r["tokens"], r["batch"], r["pipeline"], r["documents"], r["seconds"],
+                           r["documents_per_s"]] for r in rows]) + "\n")
+    tokens = data.get("tokenizer_rows", [])
+    if tokens:
+        out.append("The tokenizer alone (fresh instances, whole corpus in one call):\n")
+        out.append(table(["corpus", "tokenizer", "characters", "seconds", "characters/s", "exact documents"],
+                         [[r["corpus"], r["tokenizer"], r["characters"], r["seconds"], f"{r['chars_per_s']:,}",
+                           r["exact_documents"]] for r in tokens]) + "\n")
+    return out
+
+
 # --- peers' JSON: render whatever rows they hold ------------------------------------------------
 
 
@@ -706,6 +726,7 @@ def build_report(results_dir, figures, out_path):
     classification = load_json(os.path.join(results_dir, "classification_study.json"))
     batch = load_json(os.path.join(results_dir, "batch_size.json"))
     speed = load_json(os.path.join(results_dir, "speed.json"))
+    raw_text = load_json(os.path.join(results_dir, "raw_text_serving.json"))
     headline = []
     if extension:
         headline += extension_headline(extension)
@@ -742,6 +763,8 @@ def build_report(results_dir, figures, out_path):
     long_encoders = long_encoder_runs(results_dir)
     if long_encoders:
         sections.append(lambda k: long_encoders_section(long_encoders, k))
+    if raw_text:
+        sections.append(lambda k: raw_text_section(raw_text, k))
     for name, title in PEERS:
         data = load_json(os.path.join(results_dir, name))
         png = os.path.join(results_dir, name.replace(".json", ".png"))

@@ -21,6 +21,7 @@ import tensorflow as tf
 
 from bert4long.checked_model import input_limits
 from bert4long.outputs import OutputFolder
+from bert4long.text_serving import check_raw_text_options, raw_text_serving
 
 OUTPUT_NAMES = {
     "mlm-activation": "mlm_output",
@@ -58,9 +59,20 @@ def export_max_length(model: keras.Model, max_length: int | None = None) -> int 
 
 
 def export_saved_model(
-    model: keras.Model, export_dir: str | os.PathLike, max_length: int | None = None, overwrite: bool = False
+    model: keras.Model,
+    export_dir: str | os.PathLike,
+    max_length: int | None = None,
+    overwrite: bool = False,
+    raw_text: bool = False,
+    tokenizer=None,
+    seq_len: int | None = None,
+    strategy: str = "head",
+    head_len: int = 128,
+    chunk_overlap: int = 0,
+    pool: str = "mean",
+    max_chunks: int = 16,
 ) -> list[str]:
-    """Write ``model`` as a SavedModel with an int32 ``serving_default`` signature.
+    """Write ``model`` as a SavedModel with an int32 ``serving_default`` signature (or a raw-text one).
 
     The folder is staged and moved into place when complete, with the usual
     permissions (umask). An ``export_dir`` that holds anything is refused, except
@@ -68,6 +80,15 @@ def export_saved_model(
     ``max_length`` caps the tokens per request
     (default: what the model can place, None for unlimited rotary/relative
     positions); a lower cap bounds a request's memory.
+
+    With ``raw_text=True``, ``serving_default`` takes a string tensor
+    ``[batch]`` of UTF-8 documents (``texts``) and tokenizes them in the graph
+    with exactly ``tokenizer``'s ids (a `bert4long.tokenizers.Tokenizer`),
+    applying ``strategy`` (``head``, ``tail``, ``head+tail`` with
+    ``head_len``, or ``chunks`` with ``chunk_overlap``, ``pool`` and
+    ``max_chunks``) at ``seq_len`` tokens per row (default ``max_length``);
+    see `bert4long.text_serving` for its outputs. The int32 signature is then
+    ``serve_token_ids``. The SavedModel still needs TensorFlow only.
 
     Example:
     >>> from bert4long.models import build_transformer_model
@@ -90,6 +111,16 @@ def export_saved_model(
         )
     names = _output_names(model)
     max_length = export_max_length(model, max_length)
+    if raw_text:
+        seq_len = max_length if seq_len is None else seq_len
+        if seq_len is None:
+            raise ValueError("raw_text=True needs seq_len (tokens per row): this model's positions are unlimited.")
+        if max_length is not None and seq_len > max_length:
+            raise ValueError(f"seq_len={seq_len} is more than max_length={max_length}: choose at most {max_length}.")
+        check_raw_text_options(seq_len, strategy, head_len, chunk_overlap, pool, max_chunks)
+        if not hasattr(tokenizer, "_normalize_word"):
+            raise ValueError(f"raw_text=True needs a WordPiece bert4long.tokenizers.Tokenizer, got {tokenizer!r}: "
+                             "only WordPiece is compiled into the graph.")
 
     def serve(token_ids, segment_ids, attention_mask=None):
         checks = [tf.debugging.assert_equal(tf.shape(other), tf.shape(token_ids), message=(
@@ -114,7 +145,18 @@ def export_saved_model(
         signature.append(tf.TensorSpec([None, None], tf.int32, name="attention_mask"))
     archive = keras.export.ExportArchive()
     archive.track(model)
-    archive.add_endpoint("serving_default", tf.function(serve, input_signature=signature))
+    if raw_text:
+        ranks = {name: len(shape) for name, shape in zip(names, [tuple(t.shape) for t in model.outputs])}
+        serve_text, graph_tokenizer = raw_text_serving(
+            serve, tokenizer, ranks, seq_len, strategy, head_len, chunk_overlap, pool, max_chunks,
+            attention_mask_input="Input-Attention-Mask" in input_names)
+        for table in graph_tokenizer.tables:
+            archive.track(table)
+        archive.add_endpoint("serving_default", tf.function(
+            serve_text, input_signature=[tf.TensorSpec([None], tf.string, name="texts")]))
+        archive.add_endpoint("serve_token_ids", tf.function(serve, input_signature=signature))
+    else:
+        archive.add_endpoint("serving_default", tf.function(serve, input_signature=signature))
     with OutputFolder(export_dir, "export", overwrite=overwrite) as staging:
         archive.write_out(staging, verbose=False)
     return names

@@ -1,4 +1,4 @@
-"""The speed, attention, training and tokenization benchmarks still run (each once with --quick).
+"""The speed, attention, training, tokenization and raw-text serving benchmarks still run (each once with --quick).
 
 They run side by side in subprocesses and must exit 0 and write JSON with one row per measurement;
 timings are never asserted here (they belong to the benchmark tables).
@@ -24,6 +24,8 @@ def quick_runs(tmp_path_factory):
                       out / "attention_quick.json"),
         "train": (["--quick", "--out", str(out / "train.json")], out / "train.json"),
         "tokenization": (["--quick", "--output", str(out / "tokenization.json")], out / "tokenization.json"),
+        "raw_text_serving": (["--quick", "--out", str(out / "raw_text_serving.json")],
+                             out / "raw_text_serving_quick.json"),
     }
     env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3", "PYTHONPATH": ROOT}
     processes = {name: subprocess.Popen([sys.executable, os.path.join(BENCH, f"{name}.py"), *args], cwd=ROOT,
@@ -33,7 +35,7 @@ def quick_runs(tmp_path_factory):
     return {name: (processes[name].returncode, outputs[name], runs[name][1]) for name in runs}
 
 
-@pytest.mark.parametrize("name", ["speed", "attention", "train", "tokenization"])
+@pytest.mark.parametrize("name", ["speed", "attention", "train", "tokenization", "raw_text_serving"])
 def test_benchmark_quick_run_writes_json(quick_runs, name):
     returncode, output, path = quick_runs[name]
     assert returncode == 0, output[-3000:]

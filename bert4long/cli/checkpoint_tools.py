@@ -2,10 +2,18 @@
 import os
 import tempfile
 
-from bert4long.cli.inputs import check_checkpoint, max_position_of
-from bert4long.cli.options import add_model_arguments, check_model_options, model_kwargs, positive_int
+from bert4long.cli.inputs import check_checkpoint, max_position_of, tokenizer_for
+from bert4long.cli.options import (
+    add_model_arguments,
+    check_model_options,
+    model_kwargs,
+    non_negative_int,
+    positive_int,
+)
 from bert4long.cli.output_guard import add_overwrite_argument
 
+RAW_TEXT_STRATEGIES = ("head", "tail", "head+tail", "chunks")  # bert4long.text_serving's, without importing TF
+MODES = ("mean", "max", "first")  # bert4long.data.pooling's
 ESTIMATED_LENGTHS = (512, 1024, 2048, 4096, 8192, 16384, 32768)
 # Score-like float32 tensors per query token and head that each kernel keeps for the backward pass
 # (scores, probabilities, dropout mask: 3 each), with its default options; chunked recomputes its blocks.
@@ -29,6 +37,22 @@ def add_export_arguments(parser):
     add_overwrite_argument(parser)
     parser.add_argument("--max-length", type=positive_int,
                         help="longest request served (default: what the model can place, n or n^2 hierarchical)")
+    text = parser.add_argument_group("raw text (--raw-text: serving_default takes whole UTF-8 documents)")
+    text.add_argument("--raw-text", action="store_true",
+                      help="serving_default takes a string tensor of documents, tokenized in the graph with the "
+                           "vocab's exact WordPiece ids, --seq-len tokens per row; the int32 signature becomes "
+                           "serve_token_ids")
+    text.add_argument("--strategy", default="head", choices=list(RAW_TEXT_STRATEGIES),
+                      help="long documents: keep the head, the tail, both (--head-len + the rest), or read them "
+                           "in chunks pooled per document (default head)")
+    text.add_argument("--head-len", type=non_negative_int, default=128, help="head tokens for head+tail (default 128)")
+    text.add_argument("--chunk-overlap", type=non_negative_int, default=0,
+                      help="tokens shared by consecutive chunks (default 0)")
+    text.add_argument("--pool", default="mean", choices=list(MODES),
+                      help="how chunks' per-document outputs are pooled (default mean)")
+    text.add_argument("--max-chunks", type=positive_int, default=16,
+                      help="chunks read per document; a longer one is read in its first ones and its num_chunks "
+                           "output says how many it has (default 16)")
 
 
 def run_export(args):
@@ -39,8 +63,21 @@ def run_export(args):
     check_model_options(args, max_position_of(args), check_length=False)  # the export reads any length
     model = build_transformer_model(args.config, args.checkpoint, with_mlm=args.with_mlm, with_pool=args.with_pool,
                                     **model_kwargs(args))
-    names = export_saved_model(model, args.out, max_length=args.max_length, overwrite=args.overwrite)
+    if args.raw_text:
+        tokenizer = tokenizer_for(args)
+        if args.max_length is not None and args.seq_len > args.max_length:
+            raise ValueError(f"--seq-len {args.seq_len} is longer than --max-length {args.max_length}: "
+                             "rows of the raw-text signature must fit the token-id signature")
+        options = {"raw_text": True, "tokenizer": tokenizer, "seq_len": args.seq_len, "strategy": args.strategy,
+                       "head_len": args.head_len, "chunk_overlap": args.chunk_overlap, "pool": args.pool,
+                       "max_chunks": args.max_chunks}
+    else:
+        options = {}
+    names = export_saved_model(model, args.out, max_length=args.max_length, overwrite=args.overwrite, **options)
     print(f"SavedModel written to {os.path.abspath(args.out)}; serving_default outputs: {', '.join(names)}")
+    if args.raw_text:
+        print(f"serving_default takes texts (string [batch]), {'un' if args.lower_case else ''}cased WordPiece, "
+              f"strategy {args.strategy} at {args.seq_len} tokens; serve_token_ids takes int32 token_ids")
 
 
 def add_info_arguments(parser):
