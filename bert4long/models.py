@@ -16,7 +16,7 @@ import keras
 import numpy as np
 
 from bert4long.checked_model import CheckedModel
-from bert4long.checkpoints import CheckpointReader, write_checkpoint
+from bert4long.checkpoints import CheckpointReader, MissingCheckpointVariableError, write_checkpoint
 from bert4long.huggingface import FAMILY_MODELS, HuggingFaceReader, is_huggingface_folder, read_huggingface_config
 from bert4long.layers import (
     BiasAdd,
@@ -261,7 +261,7 @@ class Transformer:
         for layer_name, path, variable, ckpt_name, transform in self._mapped_weights():
             if ckpt_name not in reader:
                 source = f" (safetensors key {reader.source_name(ckpt_name)})" if hasattr(reader, "source_name") else ""
-                raise ValueError(
+                raise MissingCheckpointVariableError(ckpt_name,
                     f"Checkpoint {reader.prefix!r} has no variable {ckpt_name!r}{source}, needed by layer "
                     f"{layer_name!r} ({path}). Check that the checkpoint matches model={self.model_name!r}"
                     + (", or build without with_pool/with_nsp/with_mlm if the checkpoint has no such head."

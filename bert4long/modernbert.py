@@ -38,6 +38,7 @@ import numpy as np
 from keras import ops
 
 from bert4long.attention import get_attention_kernel
+from bert4long.checkpoints import MissingCheckpointVariableError
 from bert4long.layers import BiasAdd, Embedding, FeedForward, GatherPositions
 from bert4long.layers.activations import get_activation
 from bert4long.layers.dropout import Recompute, SeededDropout, name_seed
@@ -356,7 +357,7 @@ class ModernBERT(Transformer):
         for layer_name, path, variable, name, transform in self._mapped_weights():
             used.add(name)
             if name not in reader:
-                raise ValueError(
+                raise MissingCheckpointVariableError(name,
                     f"{reader.path!r} has no weight {name!r} (nor 'model.{name}'), needed by layer {layer_name!r} "
                     f"({path}). Check that config.json describes this file (its *_bias flags, num_hidden_layers)."
                 )
