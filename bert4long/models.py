@@ -17,6 +17,7 @@ import numpy as np
 
 from bert4long.checked_model import CheckedModel
 from bert4long.checkpoints import CheckpointReader, MissingCheckpointVariableError, write_checkpoint
+from bert4long.config_keys import CONFIG_KEYS, CONFIG_RENAMES, from_google_config, to_google_config
 from bert4long.huggingface import FAMILY_MODELS, HuggingFaceReader, is_huggingface_folder, read_huggingface_config
 from bert4long.layers import (
     BiasAdd,
@@ -332,13 +333,8 @@ class Transformer:
         >>> {k: bert.google_config()[k] for k in ("layer_norm_eps", "pad_token_id")}
         {'layer_norm_eps': 1e-05, 'pad_token_id': 1}
         """
-        config = {"vocab_size": self.vocab_size, "hidden_size": self.hidden_size,
-                  "num_hidden_layers": self.num_hidden_layers, "num_attention_heads": self.num_attention_heads,
-                  "intermediate_size": self.intermediate_size, "hidden_act": self.hidden_act,
-                  "max_position_embeddings": self.max_position, "type_vocab_size": self.segment_vocab_size,
-                  "hidden_dropout_prob": self.dropout_rate, "attention_probs_dropout_prob": self.attention_dropout_rate,
-                  "initializer_range": float(self.initializer.stddev), "layer_norm_eps": self.layer_norm_epsilon,
-                  "pad_token_id": self.pad_token_id}
+        settings = {ours: getattr(self, ours) for ours, _, _, _ in CONFIG_KEYS if ours != "initializer_range"}
+        config = to_google_config({**settings, "initializer_range": float(self.initializer.stddev)})
         if self.embedding_size != self.hidden_size:
             config["embedding_size"] = self.embedding_size
         if self.attention_head_size != self.hidden_size // self.num_attention_heads:
@@ -721,16 +717,6 @@ class ELECTRA(BERT):
 MODELS = {"bert": BERT, "roberta": BERT, "albert": ALBERT, "albert_unshared": ALBERTUnshared,
           "nezha": NEZHA, "roformer": RoFormer, "electra": ELECTRA}
 
-# bert4keras renames of Google config keys.
-CONFIG_RENAMES = {
-    "max_position": "max_position_embeddings",
-    "dropout_rate": "hidden_dropout_prob",
-    "attention_dropout_rate": "attention_probs_dropout_prob",
-    "segment_vocab_size": "type_vocab_size",
-    "layer_norm_epsilon": "layer_norm_eps",
-}
-
-
 # Unused checkpoint variables that are not an error: heads a model may leave out, ELECTRA's generator.
 OPTIONAL_PREFIXES = ("cls/", "bert/pooler/", "electra/pooler/", "discriminator_predictions/", "generator/",
                      "generator_predictions/")
@@ -879,10 +865,7 @@ def build_transformer_model(
             family = configs.pop("model")
             if family in FAMILY_MODELS:  # a family with its own class (e.g. ModernBERT)
                 model = family
-    configs.update(kwargs)
-    for ours, google in CONFIG_RENAMES.items():
-        if ours not in configs and google in configs:
-            configs[ours] = configs[google]
+    configs = from_google_config({**configs, **kwargs})
     if isinstance(model, str):
         if model.lower() not in MODELS and model.lower() not in FAMILY_MODELS:
             raise ValueError(f"Unknown model {model!r}: choose one of {sorted(MODELS) + sorted(FAMILY_MODELS)}.")
