@@ -6,6 +6,8 @@ Hugging Face folder to the Google layout, the command line) reads `CONFIG_KEYS`.
 The families with their own module (ModernBERT, Longformer, BigBird) translate
 their own keys.
 """
+import json
+import os
 
 # (bert4long name, Google bert_config.json name, Hugging Face config.json name, value when a file lacks it;
 #  None: required, no default)
@@ -96,3 +98,16 @@ def trained_positions(config):
     if "model_type" in config:  # a Hugging Face config.json
         return config.get("max_position_embeddings", 512) - position_offset(config)
     return config.get("max_position_embeddings", config.get("max_position"))
+
+
+def read_config(config_path):
+    if not os.path.isfile(config_path):
+        raise FileNotFoundError(
+            f"Config file not found: {config_path!r}. Pass the model's JSON config "
+            "(e.g. 'bert_config.json' from the checkpoint folder)."
+        )
+    try:
+        with open(config_path, encoding="utf-8") as f:
+            return json.load(f)
+    except (json.JSONDecodeError, UnicodeDecodeError) as error:
+        raise ValueError(f"Config file {config_path!r} is not valid JSON: {error}") from error

@@ -55,7 +55,8 @@ def extend_checkpoint(config_path, checkpoint_path, method, max_position, out_di
     >>> from bert4long.extension import extend_checkpoint
     >>> extend_checkpoint("bert_config.json", "bert_model.ckpt", "hierarchical", 2048, "long/")  # doctest: +SKIP
     """
-    from bert4long.models import open_checkpoint, read_config
+    from bert4long.checkpoint_layout import open_checkpoint
+    from bert4long.config_keys import read_config
 
     config = read_config(config_path)
     reader = open_checkpoint(checkpoint_path)

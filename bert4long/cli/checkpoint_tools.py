@@ -54,7 +54,8 @@ def run_info(args):
 
     from bert4long.config_keys import trained_positions
     from bert4long.huggingface import HuggingFaceReader, read_huggingface_config
-    from bert4long.models import open_checkpoint, read_config
+    from bert4long.checkpoint_layout import open_checkpoint
+    from bert4long.config_keys import read_config
 
     reader = open_checkpoint(args.checkpoint)  # the same choice of format as model loading
     if isinstance(reader, HuggingFaceReader):

@@ -99,7 +99,7 @@ def lower_case_for(args, vocab_path):
 def tokenizer_for(args, vocab_path=None):
     """The WordPiece tokenizer of the checkpoint's vocab, refused up front if its size is not the checkpoint's
     vocabulary; sets ``args.lower_case`` to the casing chosen."""
-    from bert4long.models import check_vocab_size
+    from bert4long.checkpoint_layout import check_vocab_size
     from bert4long.tokenizers import Tokenizer
 
     vocab_path = vocab_path or find_vocab(args)
