@@ -51,7 +51,7 @@ from bert4long.layers import (
 )
 from bert4long.layers.activations import get_activation
 from bert4long.layers.dropout import Recompute, SeededDropout, name_seed
-from bert4long.layers.position_extension import EXTENSION_METHODS, extension_capacity, validate_alpha
+from bert4long.layers.position_extension import PositionExtension
 from bert4long.layers.positions import check_max_relative_position
 from bert4long.masked_lm_model import MaskedLMModel
 from bert4long.outputs import write_text_atomically
@@ -121,26 +121,16 @@ class Transformer:
         self.segment_vocab_size = segment_vocab_size
         self.sequence_length = sequence_length
         self.keep_tokens = None if keep_tokens is None else np.asarray(keep_tokens, dtype="int64")
-        if position_extension in (None, "none"):
-            position_extension = "hierarchical" if validate_alpha(hierarchical_position) is not None else None
-        elif position_extension not in EXTENSION_METHODS:
-            raise ValueError(f"Unknown position_extension {position_extension!r}: choose one of "
-                             f"{EXTENSION_METHODS + ('none',)}.")
-        elif hierarchical_position and position_extension != "hierarchical":
-            raise ValueError(f"hierarchical_position={hierarchical_position!r} conflicts with "
-                             f"position_extension={position_extension!r}: give one of them.")
-        if position_extension == "hierarchical":
-            hierarchical_position = validate_alpha(hierarchical_position or True)
-        self.position_extension = position_extension
-        self.position_extension_length = position_extension_length
-        self.hierarchical_position = hierarchical_position
-        capacity = extension_capacity(max_position, position_extension, position_extension_length)
+        self.position_extension = PositionExtension.from_options(hierarchical_position, position_extension,
+                                                                 position_extension_length)
+        capacity = self.position_extension.capacity(max_position)
         if sequence_length is not None and capacity is not None and sequence_length > capacity and not custom_position_ids:
             raise ValueError(
                 f"sequence_length={sequence_length} is longer than the {capacity} positions this model can "
                 "place: "
                 + ("pass hierarchical_position=True to place up to "
-                   f"{max_position * max_position}." if position_extension is None else "split the input into chunks.")
+                   f"{max_position * max_position}." if self.position_extension.method is None
+                   else "split the input into chunks.")
             )
         self.custom_position_ids = custom_position_ids
         self.with_nsp = with_nsp
@@ -348,9 +338,7 @@ class BERT(Transformer):
             self.max_position,
             self.embedding_size,
             merge_mode="add",
-            hierarchical=self.hierarchical_position,
             extension=self.position_extension,
-            extension_length=self.position_extension_length,
             custom_position_ids=self.custom_position_ids,
             embeddings_initializer=self.initializer,
             name="Embedding-Position",
