@@ -115,7 +115,8 @@ class PositionExtension:
             raise ValueError(f"Unknown extension method {method!r} (position_extension): choose one of "
                              f"{EXTENSION_METHODS}, or None for the trained positions only.")
         if method == "interpolate" and not length:
-            raise ValueError("position_extension='interpolate' needs the target length: pass position_extension_length=N.")
+            raise ValueError("position_extension='interpolate' needs the target length: pass "
+                             "position_extension_length=N.")
         self.method = method
         self.alpha = validate_alpha(0.4 if alpha is None else alpha) if method == "hierarchical" else None
         self.length = length
