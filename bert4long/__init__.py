@@ -19,8 +19,9 @@ __version__ = "0.1.0"
 
 # Keras registers a class when its module runs: import every module that defines one.
 from bert4long import attention, layers, masked_lm_model, optimizers, recurrence  # noqa: F401
+from bert4long.checkpoints import MissingCheckpointVariableError
 from bert4long.models import build_transformer_model
 from bert4long.tokenizers import Tokenizer, load_vocab
 from bert4long.training import finetune  # noqa: F401
 
-__all__ = ["Tokenizer", "build_transformer_model", "load_vocab"]
+__all__ = ["MissingCheckpointVariableError", "Tokenizer", "build_transformer_model", "load_vocab"]

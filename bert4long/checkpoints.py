@@ -19,6 +19,25 @@ OPTIMIZER_SLOT_SUFFIXES = ("/adam_m", "/adam_v", "/Adam", "/Adam_1", "/LAMB", "/
 CHECKPOINT_FILENAMES = ("bert_model.ckpt", "albert_model.ckpt", "model.ckpt")
 
 
+class MissingCheckpointVariableError(ValueError, KeyError):
+    """A variable the model needs is not in the checkpoint; ``name`` is that variable's checkpoint name.
+
+    A `ValueError` (what loading raised before) and a `KeyError` (a name that is not there).
+
+    Example:
+    >>> from bert4long.checkpoints import MissingCheckpointVariableError
+    >>> error = MissingCheckpointVariableError("cls/predictions/output_bias", "no head in this checkpoint")
+    >>> error.name, str(error)
+    ('cls/predictions/output_bias', 'no head in this checkpoint')
+    """
+
+    def __init__(self, name, message):
+        super().__init__(message)
+        self.name = name
+
+    __str__ = ValueError.__str__  # the message as written, not KeyError's quoted repr
+
+
 def resolve_checkpoint(path):
     """Return the checkpoint prefix for ``path`` (a prefix, an ``.index`` file or a folder).
 

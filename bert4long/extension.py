@@ -7,15 +7,9 @@ import json
 import os
 import shutil
 
-import keras
-import numpy as np
 
 from bert4long.checkpoints import write_checkpoint
-from bert4long.layers.position_extension import (
-    EXTENSION_METHODS,
-    extended_rows,
-    validate_alpha,
-)
+from bert4long.layers.position_extension import PositionExtension
 from bert4long.outputs import OutputFolder
 
 POSITION_VARIABLE = "bert/embeddings/position_embeddings"
@@ -30,17 +24,7 @@ def extend_position_table(table, method, max_position, alpha=0.4):
     >>> extend_position_table(np.ones((512, 8), "float32"), "copy", 1300).shape
     (1300, 8)
     """
-    n = table.shape[0]
-    if method not in EXTENSION_METHODS:
-        raise ValueError(f"Unknown extension method {method!r}: choose one of {EXTENSION_METHODS}.")
-    if max_position < n:
-        raise ValueError(f"max_position={max_position} is below the {n} trained positions: extension only lengthens.")
-    if method == "hierarchical":
-        alpha = validate_alpha(alpha)
-        if max_position > n * n:
-            raise ValueError(f"Hierarchical extension places at most n*n = {n * n} positions, asked {max_position}.")
-    rows = extended_rows(table, np.arange(max_position, dtype="int32"), method, alpha, max_position)
-    return keras.ops.convert_to_numpy(rows).astype(table.dtype)
+    return PositionExtension(method, alpha, max_position).table(table, max_position)
 
 
 def extend_checkpoint(config_path, checkpoint_path, method, max_position, out_dir, alpha=0.4, overwrite=False):
@@ -55,7 +39,8 @@ def extend_checkpoint(config_path, checkpoint_path, method, max_position, out_di
     >>> from bert4long.extension import extend_checkpoint
     >>> extend_checkpoint("bert_config.json", "bert_model.ckpt", "hierarchical", 2048, "long/")  # doctest: +SKIP
     """
-    from bert4long.models import open_checkpoint, read_config
+    from bert4long.checkpoint_layout import open_checkpoint
+    from bert4long.config_keys import read_config
 
     config = read_config(config_path)
     reader = open_checkpoint(checkpoint_path)
@@ -63,10 +48,11 @@ def extend_checkpoint(config_path, checkpoint_path, method, max_position, out_di
     if POSITION_VARIABLE not in variables:
         raise ValueError(f"Checkpoint {reader.prefix!r} has no {POSITION_VARIABLE!r}: nothing to extend "
                          "(relative/rotary models such as NEZHA and RoFormer need no extension).")
-    variables[POSITION_VARIABLE] = extend_position_table(variables[POSITION_VARIABLE], method, max_position, alpha)
+    extension = PositionExtension(method, alpha, max_position)
+    variables[POSITION_VARIABLE] = extension.table(variables[POSITION_VARIABLE], max_position)
     config["max_position_embeddings"] = max_position
     config["bert4long_position_extension"] = {"method": method, "from": int(reader.get(POSITION_VARIABLE).shape[0]),
-                                    **({"alpha": validate_alpha(alpha)} if method == "hierarchical" else {})}
+                                    **({"alpha": extension.alpha} if method == "hierarchical" else {})}
     with OutputFolder(out_dir, "extend", inputs=[config_path, reader.prefix], overwrite=overwrite) as staging:
         with open(os.path.join(staging, "bert_config.json"), "w", encoding="utf-8") as f:
             json.dump(config, f, indent=2)

@@ -16,6 +16,7 @@ import warnings
 import keras
 import numpy as np
 
+from bert4long.checkpoint_layout import STRUCTURE_KEYS, to_checkpoint
 from bert4long.huggingface import WEIGHT_FILENAME, read_huggingface_config
 
 
@@ -123,8 +124,6 @@ class HuggingFaceFamily:
     def check_checkpoint_matches(self, reader, partial_load=False):
         """Refuse encoder tensors this model would drop and structural settings that differ from the folder's
         ``config.json`` (with ``partial_load``, warn); task heads (``lm_head.``, ``classifier.``, ...) are optional."""
-        from bert4long.models import STRUCTURE_KEYS
-
         used = {name for _, _, _, name, _ in self._mapped_weights()}
         unused = [name for name in reader.names() if name not in used
                   and name.startswith(("embeddings.", "encoder.")) and not name.endswith("position_ids")]
@@ -165,7 +164,7 @@ class HuggingFaceFamily:
         for _, _, variable, name, transform in self._mapped_weights():
             value = keras.ops.convert_to_numpy(variable)
             key = name if name.startswith(self.head_prefixes) else self.task_prefix + name
-            tensors[key] = np.ascontiguousarray(value.T if transform == "transpose" else value)
+            tensors[key] = np.ascontiguousarray(to_checkpoint(value, transform))
         os.makedirs(folder, exist_ok=True)
         save_file(tensors, os.path.join(folder, WEIGHT_FILENAME), metadata={"format": "pt"})
         with open(os.path.join(folder, "config.json"), "w", encoding="utf-8") as f:

@@ -13,6 +13,8 @@ import re
 
 import numpy as np
 
+from bert4long.config_keys import from_huggingface_config, position_offset, to_google_config
+
 SUPPORTED_MODEL_TYPES = ("bert", "roberta")
 # Families built by their own module from their own config.json keys: model_type -> "module:Class".
 FAMILY_MODELS = {
@@ -89,30 +91,9 @@ def read_huggingface_config(path):
             f"supported model_type values are {SUPPORTED_MODEL_TYPES + tuple(FAMILY_MODELS)}. For other models "
             "convert them to a Google-layout checkpoint first."
         )
-    offset = position_offset(hf)
-    config = {
-        key: hf[key]
-        for key in ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size",
-                    "hidden_act", "initializer_range")
-        if key in hf
-    }
-    config.update(
-        max_position=hf.get("max_position_embeddings", 512) - offset,
-        segment_vocab_size=hf.get("type_vocab_size", 2),
-        dropout_rate=hf.get("hidden_dropout_prob", 0.1),
-        attention_dropout_rate=hf.get("attention_probs_dropout_prob", 0.1),
-        layer_norm_epsilon=hf.get("layer_norm_eps", 1e-12),
-        pad_token_id=hf.get("pad_token_id", 0) or 0,
-    )
+    config = from_huggingface_config(hf)
     config["model"] = model_type
     return config
-
-
-def position_offset(hf_config):
-    """RoBERTa's position table starts at padding_idx + 1 (2 rows unused)."""
-    if hf_config.get("model_type") == "roberta":
-        return hf_config.get("pad_token_id", 1) + 1
-    return 0
 
 
 class HuggingFaceReader:
@@ -203,21 +184,7 @@ def convert_huggingface_folder(folder, out_dir, overwrite=False):
     config = read_huggingface_config(folder)
     reader = HuggingFaceReader(folder)
     output = OutputFolder(out_dir, "convert", inputs=[folder], overwrite=overwrite)
-    google_config = {
-        "vocab_size": config["vocab_size"],
-        "hidden_size": config["hidden_size"],
-        "num_hidden_layers": config["num_hidden_layers"],
-        "num_attention_heads": config["num_attention_heads"],
-        "intermediate_size": config["intermediate_size"],
-        "hidden_act": config.get("hidden_act", "gelu"),
-        "hidden_dropout_prob": config["dropout_rate"],
-        "attention_probs_dropout_prob": config["attention_dropout_rate"],
-        "max_position_embeddings": config["max_position"],
-        "type_vocab_size": config["segment_vocab_size"],
-        "initializer_range": config.get("initializer_range", 0.02),
-        "layer_norm_eps": config["layer_norm_epsilon"],
-        "pad_token_id": config["pad_token_id"],
-    }
+    google_config = to_google_config(config)
     with output as staging:
         with open(os.path.join(staging, "bert_config.json"), "w", encoding="utf-8") as f:
             json.dump(google_config, f, indent=2)

@@ -3,21 +3,41 @@
 `build_transformer_model` is the entry point bert4keras users know. Each model
 class writes its checkpoint layout down as data in `variable_mapping()`:
 ``{layer name: {weight path: checkpoint variable}}``; loading and saving both
-go through that table by name, never by list order.
+go through that table by name, never by list order, in the checkpoint engine
+`bert4long.checkpoint_layout`. Config keys are translated by `bert4long.config_keys`.
 """
 import importlib
 import inspect
 import json
 import os
-import re
-import warnings
 
 import keras
 import numpy as np
 
 from bert4long.checked_model import CheckedModel
-from bert4long.checkpoints import CheckpointReader, write_checkpoint
-from bert4long.huggingface import FAMILY_MODELS, HuggingFaceReader, is_huggingface_folder, read_huggingface_config
+from bert4long.checkpoint_layout import (  # noqa: F401 -- check_vocab_size, the constants: bert4long.models names
+    LAYER_NAME,
+    OPTIONAL_PREFIXES,
+    SIZE_KEYS,
+    STRUCTURE_KEYS,
+    check_checkpoint_matches,
+    check_vocab_size,
+    checkpoint_variables,
+    load_mapped_weights,
+    mapped_weights,
+    open_checkpoint,
+    stored_config,
+    to_layer,
+)
+from bert4long.checkpoints import MissingCheckpointVariableError, write_checkpoint  # noqa: F401
+from bert4long.config_keys import (  # noqa: F401 -- CONFIG_RENAMES, read_config: bert4long.models names
+    CONFIG_KEYS,
+    CONFIG_RENAMES,
+    from_google_config,
+    read_config,
+    to_google_config,
+)
+from bert4long.huggingface import FAMILY_MODELS, is_huggingface_folder, read_huggingface_config
 from bert4long.layers import (
     BiasAdd,
     Embedding,
@@ -31,7 +51,7 @@ from bert4long.layers import (
 )
 from bert4long.layers.activations import get_activation
 from bert4long.layers.dropout import Recompute, SeededDropout, name_seed
-from bert4long.layers.position_extension import EXTENSION_METHODS, extension_capacity, validate_alpha
+from bert4long.layers.position_extension import PositionExtension
 from bert4long.layers.positions import check_max_relative_position
 from bert4long.masked_lm_model import MaskedLMModel
 from bert4long.outputs import write_text_atomically
@@ -101,26 +121,16 @@ class Transformer:
         self.segment_vocab_size = segment_vocab_size
         self.sequence_length = sequence_length
         self.keep_tokens = None if keep_tokens is None else np.asarray(keep_tokens, dtype="int64")
-        if position_extension in (None, "none"):
-            position_extension = "hierarchical" if validate_alpha(hierarchical_position) is not None else None
-        elif position_extension not in EXTENSION_METHODS:
-            raise ValueError(f"Unknown position_extension {position_extension!r}: choose one of "
-                             f"{EXTENSION_METHODS + ('none',)}.")
-        elif hierarchical_position and position_extension != "hierarchical":
-            raise ValueError(f"hierarchical_position={hierarchical_position!r} conflicts with "
-                             f"position_extension={position_extension!r}: give one of them.")
-        if position_extension == "hierarchical":
-            hierarchical_position = validate_alpha(hierarchical_position or True)
-        self.position_extension = position_extension
-        self.position_extension_length = position_extension_length
-        self.hierarchical_position = hierarchical_position
-        capacity = extension_capacity(max_position, position_extension, position_extension_length)
+        self.position_extension = PositionExtension.from_options(hierarchical_position, position_extension,
+                                                                 position_extension_length)
+        capacity = self.position_extension.capacity(max_position)
         if sequence_length is not None and capacity is not None and sequence_length > capacity and not custom_position_ids:
             raise ValueError(
                 f"sequence_length={sequence_length} is longer than the {capacity} positions this model can "
                 "place: "
                 + ("pass hierarchical_position=True to place up to "
-                   f"{max_position * max_position}." if position_extension is None else "split the input into chunks.")
+                   f"{max_position * max_position}." if self.position_extension.method is None
+                   else "split the input into chunks.")
             )
         self.custom_position_ids = custom_position_ids
         self.with_nsp = with_nsp
@@ -216,28 +226,14 @@ class Transformer:
 
     def _mapped_weights(self):
         """Yield ``(layer name, weight path, variable, checkpoint name, transform)`` for present layers."""
-        for layer_name, weights in self.variable_mapping().items():
-            try:
-                layer = self.model.get_layer(layer_name)
-            except ValueError:
-                continue  # this configuration does not build that layer (e.g. no pooler)
-            for path, target in weights.items():
-                ckpt_name, transform = (target, None) if isinstance(target, str) else target
-                variable = layer
-                for attribute in path.split("."):
-                    variable = getattr(variable, attribute)
-                yield layer_name, path, variable, ckpt_name, transform
+        return mapped_weights(self.model, self.variable_mapping())
 
     def open_checkpoint(self, checkpoint_path):
         """The name-keyed reader `load_weights_from_checkpoint` reads (see `open_checkpoint`)."""
         return open_checkpoint(checkpoint_path)
 
     def _to_layer(self, value, transform):
-        if transform == "transpose":
-            return value.T
-        if transform == "keep_tokens" and self.keep_tokens is not None:
-            return value[self.keep_tokens]
-        return value
+        return to_layer(value, transform, self.keep_tokens)
 
     def load_weights_from_checkpoint(self, checkpoint_path, partial_load=False):
         """Load every mapped weight by its original checkpoint name, checking that config and checkpoint agree.
@@ -250,7 +246,8 @@ class Transformer:
         config stored beside the checkpoint (``bert_config.json`` or a Hugging
         Face ``config.json``), which is the only way to see a wrong
         ``num_attention_heads``: the weights' shapes do not show it. A shape
-        mismatch is always an error.
+        mismatch is always an error; a missing variable raises
+        `MissingCheckpointVariableError`. The engine is `bert4long.checkpoint_layout`.
 
         Example:
         >>> from bert4long.models import build_transformer_model
@@ -258,31 +255,7 @@ class Transformer:
         >>> bert.load_weights_from_checkpoint("bert_model.ckpt")  # doctest: +SKIP
         """
         reader = self.open_checkpoint(checkpoint_path)
-        for layer_name, path, variable, ckpt_name, transform in self._mapped_weights():
-            if ckpt_name not in reader:
-                source = f" (safetensors key {reader.source_name(ckpt_name)})" if hasattr(reader, "source_name") else ""
-                raise ValueError(
-                    f"Checkpoint {reader.prefix!r} has no variable {ckpt_name!r}{source}, needed by layer "
-                    f"{layer_name!r} ({path}). Check that the checkpoint matches model={self.model_name!r}"
-                    + (", or build without with_pool/with_nsp/with_mlm if the checkpoint has no such head."
-                       if ckpt_name.startswith(("cls/", "bert/pooler")) else ".")
-                )
-            value = self._to_layer(reader.get(ckpt_name), transform)
-            expected = tuple(variable.shape)
-            if value.shape != expected:
-                if value.size == int(np.prod(expected)) and transform is None and value.shape[0] == expected[0]:
-                    value = value.reshape(expected)  # 3-D attention kernels stored by some exporters
-                else:
-                    key = "hidden_size / intermediate_size"
-                    if value.shape[:1] != expected[:1]:
-                        key = SIZE_KEYS.get(ckpt_name.rsplit("/", 1)[-1], key)
-                    raise ValueError(
-                        f"Shape mismatch: checkpoint variable {ckpt_name!r} has shape "
-                        f"{tuple(reader.shape(ckpt_name))} but the configuration builds {expected} for layer "
-                        f"{layer_name!r} weight {path!r}: the configuration's {key} differs from the checkpoint's. "
-                        "Use the checkpoint's own bert_config.json, or fix that setting."
-                    )
-            variable.assign(value.astype(variable.dtype))
+        load_mapped_weights(self, reader)
         self.check_checkpoint_matches(reader, partial_load)
         for layer in self.model.layers:
             if isinstance(getattr(layer, "layer", layer), MultiHeadAttention):  # also inside Recompute
@@ -291,35 +264,7 @@ class Transformer:
     def check_checkpoint_matches(self, reader, partial_load=False):
         """Raise ``ValueError`` where ``reader``'s checkpoint and this configuration disagree (see
         `load_weights_from_checkpoint`); with ``partial_load`` warn instead."""
-        used = {name for _, _, _, name, _ in self._mapped_weights()}
-        unused = sorted(name for name in reader.names() if name not in used and "/" in name  # global_step & co.
-                        and not name.startswith(OPTIONAL_PREFIXES)
-                        and not (self.segment_vocab_size == 0 and name.endswith("/token_type_embeddings")))
-        problems = []
-        if unused:
-            layers = sorted({int(m.group(1)) for m in map(LAYER_NAME.search, reader.names()) if m})
-            if layers and layers[-1] + 1 > self.num_hidden_layers and self.model_name != "albert":
-                problems.append(f"the checkpoint has {layers[-1] + 1} layers, the configuration "
-                                f"num_hidden_layers={self.num_hidden_layers}")
-            problems.append(f"{len(unused)} trained variable(s) would be dropped by model={self.model_name!r}: "
-                            + ", ".join(unused[:4]) + (", ..." if len(unused) > 4 else ""))
-        stored, stored_path = stored_config(reader)
-        for key, ours in STRUCTURE_KEYS.items():
-            theirs = stored.get(key)
-            mine = getattr(self, ours)
-            if key == "vocab_size" and self.keep_tokens is not None or key == "segment_vocab_size" and mine == 0:
-                continue
-            if theirs is not None and mine is not None and theirs != mine:
-                problems.append(f"{key}={mine} here but {theirs} in {stored_path}")
-        if not problems:
-            return
-        message = (f"The configuration does not match checkpoint {reader.prefix!r}: " + "; ".join(problems) + ". ")
-        if partial_load:
-            warnings.warn(message + "Loading what matches (partial_load=True).", stacklevel=3)
-            return
-        raise ValueError(message + "Use the configuration stored with the checkpoint (its bert_config.json / "
-                         "config.json and the model family it was trained as), or pass partial_load=True to load "
-                         "only what matches.")
+        check_checkpoint_matches(self, reader, partial_load)
 
     def google_config(self):
         """The Google ``bert_config.json`` keys that rebuild this model (every setting that changes its outputs).
@@ -332,13 +277,8 @@ class Transformer:
         >>> {k: bert.google_config()[k] for k in ("layer_norm_eps", "pad_token_id")}
         {'layer_norm_eps': 1e-05, 'pad_token_id': 1}
         """
-        config = {"vocab_size": self.vocab_size, "hidden_size": self.hidden_size,
-                  "num_hidden_layers": self.num_hidden_layers, "num_attention_heads": self.num_attention_heads,
-                  "intermediate_size": self.intermediate_size, "hidden_act": self.hidden_act,
-                  "max_position_embeddings": self.max_position, "type_vocab_size": self.segment_vocab_size,
-                  "hidden_dropout_prob": self.dropout_rate, "attention_probs_dropout_prob": self.attention_dropout_rate,
-                  "initializer_range": float(self.initializer.stddev), "layer_norm_eps": self.layer_norm_epsilon,
-                  "pad_token_id": self.pad_token_id}
+        settings = {ours: getattr(self, ours) for ours, _, _, _ in CONFIG_KEYS if ours != "initializer_range"}
+        config = to_google_config({**settings, "initializer_range": float(self.initializer.stddev)})
         if self.embedding_size != self.hidden_size:
             config["embedding_size"] = self.embedding_size
         if self.attention_head_size != self.hidden_size // self.num_attention_heads:
@@ -359,17 +299,7 @@ class Transformer:
         Example:
         >>> bert.save_weights_as_checkpoint("out/bert_model.ckpt")  # doctest: +SKIP
         """
-        variables = {}
-        for layer_name, path, variable, ckpt_name, transform in self._mapped_weights():
-            value = keras.ops.convert_to_numpy(variable)
-            if transform == "transpose":
-                value = value.T
-            if ckpt_name in variables and not np.array_equal(variables[ckpt_name], value):
-                raise ValueError(
-                    f"Layers map different values to checkpoint variable {ckpt_name!r} ({layer_name!r}): "
-                    f"the {self.model_name!r} layout stores one shared copy, which cannot hold unshared weights."
-                )
-            variables[ckpt_name] = value
+        variables = checkpoint_variables(self)
         write_checkpoint(checkpoint_path, variables)
 
     model_name = "bert"
@@ -408,9 +338,7 @@ class BERT(Transformer):
             self.max_position,
             self.embedding_size,
             merge_mode="add",
-            hierarchical=self.hierarchical_position,
             extension=self.position_extension,
-            extension_length=self.position_extension_length,
             custom_position_ids=self.custom_position_ids,
             embeddings_initializer=self.initializer,
             name="Embedding-Position",
@@ -721,109 +649,10 @@ class ELECTRA(BERT):
 MODELS = {"bert": BERT, "roberta": BERT, "albert": ALBERT, "albert_unshared": ALBERTUnshared,
           "nezha": NEZHA, "roformer": RoFormer, "electra": ELECTRA}
 
-# bert4keras renames of Google config keys.
-CONFIG_RENAMES = {
-    "max_position": "max_position_embeddings",
-    "dropout_rate": "hidden_dropout_prob",
-    "attention_dropout_rate": "attention_probs_dropout_prob",
-    "segment_vocab_size": "type_vocab_size",
-    "layer_norm_epsilon": "layer_norm_eps",
-}
-
-
-# Unused checkpoint variables that are not an error: heads a model may leave out, ELECTRA's generator.
-OPTIONAL_PREFIXES = ("cls/", "bert/pooler/", "electra/pooler/", "discriminator_predictions/", "generator/",
-                     "generator_predictions/")
-LAYER_NAME = re.compile(r"^(?:bert|electra)/encoder/layer_(\d+)/")
-# Settings the weights' shapes may not reveal: {bert4long name in a stored config: builder attribute}
-STRUCTURE_KEYS = {"num_hidden_layers": "num_hidden_layers", "num_attention_heads": "num_attention_heads",
-                  "hidden_size": "hidden_size", "intermediate_size": "intermediate_size", "vocab_size": "vocab_size",
-                  "max_position": "max_position", "segment_vocab_size": "segment_vocab_size",
-                  "embedding_size": "embedding_size"}
-# The config key a checkpoint variable's first dimension comes from (for shape-mismatch messages).
-SIZE_KEYS = {"word_embeddings": "vocab_size", "position_embeddings": "max_position_embeddings",
-             "token_type_embeddings": "type_vocab_size", "output_bias": "vocab_size"}
-
-
-def stored_config(reader):
-    """``(config in bert4long names, its path)`` stored beside the checkpoint ``reader`` reads; ``({}, None)`` if none."""
-    if isinstance(reader, HuggingFaceReader):
-        path = os.path.join(reader.prefix, "config.json")
-        return read_huggingface_config(path), path
-    for name in ("bert_config.json", "albert_config.json", "config.json"):
-        path = os.path.join(os.path.dirname(reader.prefix), name)
-        if os.path.isfile(path):
-            try:
-                config = read_config(path)
-            except ValueError:
-                return {}, None
-            if "model_type" in config:
-                return {}, None
-            return {ours: config[google] for ours, google in CONFIG_RENAMES.items() if google in config} | config, path
-    return {}, None
-
-
 def family_model_class(model_type):
     """The class of a family kept in its own module (`FAMILY_MODELS`), imported on first use."""
     module, name = FAMILY_MODELS[model_type].split(":")
     return getattr(importlib.import_module(module), name)
-
-
-def open_checkpoint(path):
-    """A name-keyed reader for a Google checkpoint (prefix or folder) or a Hugging Face folder."""
-    if is_huggingface_folder(path) and not os.path.isfile(os.path.join(path, "bert_model.ckpt.index")):
-        return HuggingFaceReader(path)
-    return CheckpointReader(path)
-
-
-def check_vocab_size(vocab_size, config_path=None, checkpoint_path=None, vocab_path="the vocabulary"):
-    """Refuse a tokenizer vocabulary whose size differs from the model's, naming both sizes.
-
-    The model's size is the checkpoint's word-embedding rows (else the config's
-    ``vocab_size``). A smaller vocabulary means the files do not belong
-    together; a larger one gives ids the model has no row for.
-
-    Example:
-    >>> import tempfile
-    >>> from bert4long.models import check_vocab_size
-    >>> from bert4long.testing import write_tiny_checkpoint
-    >>> config_path, checkpoint_path, _ = write_tiny_checkpoint(tempfile.mkdtemp())
-    >>> check_vocab_size(30522, config_path, checkpoint_path, "vocab.txt")
-    Traceback (most recent call last):
-    ...
-    ValueError: vocab.txt has 30522 entries but the model's vocabulary has 64 (...
-    """
-    if config_path is None and is_huggingface_folder(checkpoint_path):
-        config_path = os.path.join(checkpoint_path, "config.json")
-    expected, source = None, None
-    if checkpoint_path is not None:
-        reader = open_checkpoint(checkpoint_path)
-        name = next((n for n in ("bert/embeddings/word_embeddings", "electra/embeddings/word_embeddings")
-                     if n in reader), None)
-        if name is not None:
-            expected, source = reader.shape(name)[0], f"rows of {name!r} in {reader.prefix!r}"
-    if expected is None and config_path is not None:
-        config = read_config(config_path)
-        expected, source = config.get("vocab_size"), f"vocab_size in {config_path!r}"
-    if expected is not None and vocab_size != expected:
-        raise ValueError(
-            f"{vocab_path} has {vocab_size} entries but the model's vocabulary has {expected} ({source}): the "
-            "tokenizer would produce ids the model cannot read or that mean other tokens. Use the vocab.txt that "
-            "came with this checkpoint (--vocab)."
-        )
-
-
-def read_config(config_path):
-    if not os.path.isfile(config_path):
-        raise FileNotFoundError(
-            f"Config file not found: {config_path!r}. Pass the model's JSON config "
-            "(e.g. 'bert_config.json' from the checkpoint folder)."
-        )
-    try:
-        with open(config_path, encoding="utf-8") as f:
-            return json.load(f)
-    except (json.JSONDecodeError, UnicodeDecodeError) as error:
-        raise ValueError(f"Config file {config_path!r} is not valid JSON: {error}") from error
 
 
 def build_transformer_model(
@@ -879,10 +708,7 @@ def build_transformer_model(
             family = configs.pop("model")
             if family in FAMILY_MODELS:  # a family with its own class (e.g. ModernBERT)
                 model = family
-    configs.update(kwargs)
-    for ours, google in CONFIG_RENAMES.items():
-        if ours not in configs and google in configs:
-            configs[ours] = configs[google]
+    configs = from_google_config({**configs, **kwargs})
     if isinstance(model, str):
         if model.lower() not in MODELS and model.lower() not in FAMILY_MODELS:
             raise ValueError(f"Unknown model {model!r}: choose one of {sorted(MODELS) + sorted(FAMILY_MODELS)}.")

@@ -38,6 +38,8 @@ import numpy as np
 from keras import ops
 
 from bert4long.attention import get_attention_kernel
+from bert4long.checkpoint_layout import to_checkpoint
+from bert4long.checkpoints import MissingCheckpointVariableError
 from bert4long.layers import BiasAdd, Embedding, FeedForward, GatherPositions
 from bert4long.layers.activations import get_activation
 from bert4long.layers.dropout import Recompute, SeededDropout, name_seed
@@ -356,7 +358,7 @@ class ModernBERT(Transformer):
         for layer_name, path, variable, name, transform in self._mapped_weights():
             used.add(name)
             if name not in reader:
-                raise ValueError(
+                raise MissingCheckpointVariableError(name,
                     f"{reader.path!r} has no weight {name!r} (nor 'model.{name}'), needed by layer {layer_name!r} "
                     f"({path}). Check that config.json describes this file (its *_bias flags, num_hidden_layers)."
                 )
@@ -395,7 +397,7 @@ class ModernBERT(Transformer):
         for _, _, variable, name, transform in self._mapped_weights():
             value = keras.ops.convert_to_numpy(variable)
             key = name if name.startswith(("head.", "decoder.")) else prefix + name
-            tensors[key] = np.ascontiguousarray(value.T if transform == "transpose" else value)
+            tensors[key] = np.ascontiguousarray(to_checkpoint(value, transform))
         os.makedirs(checkpoint_path, exist_ok=True)
         save_file(tensors, os.path.join(checkpoint_path, WEIGHT_FILENAME), metadata={"format": "pt"})
         with open(os.path.join(checkpoint_path, "config.json"), "w", encoding="utf-8") as f:

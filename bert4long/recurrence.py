@@ -12,7 +12,6 @@ import keras
 from keras import ops
 
 from bert4long.attention import FullAttention
-from bert4long.layers.position_extension import extended_rows
 
 
 def _layer(model, *names):
@@ -100,8 +99,7 @@ class SegmentRecurrentEncoder(keras.layers.Layer):
             x = x + segment_layer(segments)
         position = e.get_layer("Embedding-Position")
         ids = start + ops.arange(ops.shape(tokens)[1], dtype="int32")
-        x = x + extended_rows(ops.cast(position.embeddings, x.dtype), ids, position.method, position.alpha,
-                              position.extension_length)[None]
+        x = x + position.rows(ids, x.dtype)[None]
         x = e.get_layer("Embedding-Norm")(x)
         x = e.get_layer("Embedding-Dropout")(x, training=training)
         mapping = _layer(e, "Embedding-Mapping")

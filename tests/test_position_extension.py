@@ -66,3 +66,29 @@ def test_bad_extension_requests(tiny_bert, tmp_path):
         build_transformer_model(config_path, position_extension="interpolate")
     with pytest.raises(ValueError, match="conflicts with position_extension='copy'"):
         build_transformer_model(config_path, position_extension="copy", hierarchical_position=0.3)
+
+
+def test_one_extension_object_from_builder_to_layer(tiny_bert, rng):
+    """The builder validates the options once into a `PositionExtension` the layer uses; the layer's config
+    keeps today's keys, and a config saved before the object existed loads to the same extension."""
+    from bert4long.layers import PositionEmbedding
+    from bert4long.layers.position_extension import PositionExtension
+
+    config_path, checkpoint_path, _ = tiny_bert
+    builder = build_transformer_model(config_path, checkpoint_path, hierarchical_position=0.3, return_keras_model=False)
+    layer = builder.model.get_layer("Embedding-Position")
+    assert layer.position_extension is builder.position_extension == PositionExtension("hierarchical", 0.3)
+    assert (layer.max_length, layer.method, layer.alpha) == (N * N, "hierarchical", 0.3)
+    old = {"name": "Embedding-Position", "input_dim": N, "output_dim": 16, "merge_mode": "add", "hierarchical": 0.3,
+           "custom_position_ids": False, "embeddings_initializer": "zeros", "extension": "hierarchical",
+           "extension_length": None}
+    assert {k: layer.get_config()[k] for k in old if k not in ("embeddings_initializer", "name")} == {
+        k: v for k, v in old.items() if k not in ("embeddings_initializer", "name")}
+    loaded = PositionEmbedding.from_config(old)
+    assert loaded.position_extension == layer.position_extension
+    loaded.build((None, None, 16))
+    loaded.embeddings.assign(layer.embeddings)
+    ids = np.arange(3 * N, dtype="int32")
+    np.testing.assert_array_equal(loaded.rows(ids), layer.rows(ids))
+    np.testing.assert_array_equal(layer.rows(ids), extend_position_table(layer.embeddings.numpy(), "hierarchical",
+                                                                         3 * N, alpha=0.3))

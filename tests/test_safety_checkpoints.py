@@ -101,3 +101,25 @@ def test_roberta_settings_round_trip_through_a_written_config(tmp_path):
     (out / "bert_config.json").write_text(json.dumps(defaults))
     dropped = build_transformer_model(str(out / "bert_config.json"), str(out / "bert_model.ckpt"))
     assert np.abs(dropped([TOKENS, 0 * TOKENS]).numpy() - expected).max() > 1e-3
+
+
+def test_missing_variable_raises_the_dedicated_error(bert, tmp_path):
+    """Drop the MLM head from the checkpoint: loading names the variable in a `MissingCheckpointVariableError`."""
+    from bert4long import MissingCheckpointVariableError
+    from bert4long.checkpoints import CheckpointReader, write_checkpoint
+
+    config, checkpoint = paths(bert)
+    reader = CheckpointReader(checkpoint)
+    headless = str(tmp_path / "bert_model.ckpt")
+    write_checkpoint(headless, {n: reader.get(n) for n in reader.names() if not n.startswith("cls/")})
+    with pytest.raises(MissingCheckpointVariableError, match="has no variable 'cls/predictions/") as error:
+        build_transformer_model(config, headless, with_mlm=True)
+    assert error.value.name.startswith("cls/predictions/")
+    assert isinstance(error.value, KeyError) and isinstance(error.value, ValueError)
+    # build_mlm_model catches exactly that error: the encoder loads, the MLM head starts fresh.
+    from bert4long.training import build_mlm_model
+
+    model, _, has_head = build_mlm_model(config, headless)
+    assert not has_head
+    np.testing.assert_array_equal(model.get_layer("Embedding-Token").embeddings.numpy(),
+                                  reader.get("bert/embeddings/word_embeddings"))

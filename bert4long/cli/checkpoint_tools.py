@@ -89,8 +89,10 @@ def add_info_arguments(parser):
 def run_info(args):
     import numpy as np
 
+    from bert4long.config_keys import trained_positions
     from bert4long.huggingface import HuggingFaceReader, read_huggingface_config
-    from bert4long.models import open_checkpoint, read_config
+    from bert4long.checkpoint_layout import open_checkpoint
+    from bert4long.config_keys import read_config
 
     reader = open_checkpoint(args.checkpoint)  # the same choice of format as model loading
     if isinstance(reader, HuggingFaceReader):
@@ -105,7 +107,7 @@ def run_info(args):
     print(f"variables ({len(reader.names())}):")
     for name in reader.names():
         print(f"  {name} {list(reader.shape(name))}")
-    n = config.get("max_position_embeddings") or config.get("max_position")
+    n = trained_positions(config)
     if n:
         print(f"lengths: up to {n} tokens as trained; up to {n * n} with --hierarchical-position "
               f"(hierarchical_position=True); longer: split into chunks (finetune --pooling chunks)")

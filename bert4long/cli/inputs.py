@@ -33,20 +33,17 @@ def default_config(args):
 
 def max_position_of(args):
     """The trained number of positions of the checkpoint's config, or None if there is no config to read."""
-    from bert4long.huggingface import is_huggingface_folder, position_offset
+    from bert4long.config_keys import trained_positions
+    from bert4long.huggingface import is_huggingface_folder
 
     if getattr(args, "config", None):
         if not os.path.isfile(args.config):
             raise FileNotFoundError(f"--config {args.config!r}: no such file; pass the model's bert_config.json")
         with open(args.config, encoding="utf-8") as f:
-            config = json.load(f)
-        if "model_type" in config:
-            return config.get("max_position_embeddings", 512) - position_offset(config)
-        return config.get("max_position_embeddings", config.get("max_position"))
+            return trained_positions(json.load(f))
     if is_huggingface_folder(getattr(args, "checkpoint", None)):
         with open(os.path.join(args.checkpoint, "config.json"), encoding="utf-8") as f:
-            config = json.load(f)
-        return config.get("max_position_embeddings", 512) - position_offset(config)
+            return trained_positions(json.load(f))
     return None
 
 
@@ -102,7 +99,7 @@ def lower_case_for(args, vocab_path):
 def tokenizer_for(args, vocab_path=None):
     """The WordPiece tokenizer of the checkpoint's vocab, refused up front if its size is not the checkpoint's
     vocabulary; sets ``args.lower_case`` to the casing chosen."""
-    from bert4long.models import check_vocab_size
+    from bert4long.checkpoint_layout import check_vocab_size
     from bert4long.tokenizers import Tokenizer
 
     vocab_path = vocab_path or find_vocab(args)

@@ -166,6 +166,7 @@ def check_model_options(args, max_position=None, check_length=True):
     """Check the model options against each other, the kernel and (with ``check_length``: commands that
     read --seq-len tokens at a time) the checkpoint's ``max_position``; sets ``args.attention_options``
     (the parsed --attention-config)."""
+    from bert4long.layers.position_extension import PositionExtension
     from bert4long.models import MODELS
 
     if args.model is not None and args.model.lower() not in MODELS:
@@ -182,9 +183,10 @@ def check_model_options(args, max_position=None, check_length=True):
     if seq_len:
         _check_kernel_against_length(args.attention, args.attention_options, seq_len)
     if max_position and seq_len and seq_len > max_position:
-        method = args.position_extension or ("hierarchical" if args.hierarchical_position else None)
-        capacity = {None: max_position, "hierarchical": max_position * max_position,
-                    "copy": args.max_position or seq_len, "interpolate": args.max_position or seq_len}[method]
+        kwargs = model_kwargs(args)  # the extension the model will be built with
+        extension = PositionExtension.from_options(
+            kwargs.get("hierarchical_position"), kwargs.get("position_extension"), kwargs.get("position_extension_length"))
+        method, capacity = extension.method, extension.capacity(max_position)
         if seq_len > capacity:
             fix = ("add --hierarchical-position (up to n^2 = "
                    f"{max_position * max_position}) or --position-extension copy/interpolate" if method is None

@@ -3,7 +3,7 @@ import keras
 import tensorflow as tf
 from keras import ops
 
-from bert4long.layers.position_extension import extended_rows, extension_capacity, validate_alpha
+from bert4long.layers.position_extension import PositionExtension
 from bert4long.layers.range_checks import checked_ids, poison_rows
 
 MERGE_MODES = ("add", "mul", "zero", "concat")
@@ -117,11 +117,11 @@ class PositionEmbedding(keras.layers.Layer):
         super().__init__(**kwargs)
         if merge_mode not in MERGE_MODES:
             raise ValueError(f"merge_mode must be one of {MERGE_MODES}, got {merge_mode!r}.")
-        self.alpha = validate_alpha(hierarchical)
-        if self.alpha is not None and extension not in (None, "hierarchical"):
-            raise ValueError(f"hierarchical={hierarchical!r} conflicts with extension={extension!r}: give one.")
-        self.method = "hierarchical" if self.alpha is not None else extension
-        self.capacity = extension_capacity(input_dim, self.method, extension_length)
+        if isinstance(extension, PositionExtension):  # made and validated by the builder
+            self.position_extension = extension
+            hierarchical, extension, extension_length = extension.alpha, extension.method, extension.length
+        else:
+            self.position_extension = PositionExtension.from_options(hierarchical, extension, extension_length)
         self.extension = extension
         self.extension_length = extension_length
         self.input_dim = input_dim
@@ -134,7 +134,23 @@ class PositionEmbedding(keras.layers.Layer):
     @property
     def max_length(self):
         """How many positions this layer can place (None: no limit)."""
-        return self.capacity
+        return self.position_extension.capacity(self.input_dim)
+
+    capacity = max_length
+
+    @property
+    def method(self):
+        """The extension method (None: the trained positions only)."""
+        return self.position_extension.method
+
+    @property
+    def alpha(self):
+        """The hierarchical alpha (None for the other methods)."""
+        return self.position_extension.alpha
+
+    def rows(self, position_ids, dtype=None):
+        """The position vectors of ``position_ids`` (any positions within `max_length`), in ``dtype``."""
+        return self.position_extension.rows(ops.cast(self.embeddings, dtype or self.compute_dtype), position_ids)
 
     def build(self, input_shape):
         self.embeddings = self.add_weight(
@@ -180,8 +196,7 @@ class PositionEmbedding(keras.layers.Layer):
             too_far = position_ids >= self.max_length
             bad = too_far if bad is None else ops.logical_or(bad, too_far)
         with tf.control_dependencies(checks):
-            table = ops.cast(self.embeddings, self.compute_dtype)
-            embeddings = extended_rows(table, position_ids, self.method, self.alpha, self.extension_length)
+            embeddings = self.rows(position_ids)
             if bad is not None:
                 embeddings = poison_rows(embeddings, bad)
         return merge_positions(inputs, embeddings, self.merge_mode)

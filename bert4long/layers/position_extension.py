@@ -8,6 +8,7 @@
   ``length``-token input reads the table at ``k * n / length``, linearly
   interpolated between neighbouring rows; every row changes, none is extrapolated.
 """
+import numpy as np
 from keras import ops
 
 EXTENSION_METHODS = ("hierarchical", "copy", "interpolate")
@@ -30,18 +31,8 @@ def validate_alpha(hierarchical):
 
 
 def extension_capacity(n, method, length=None):
-    """How many positions a table of ``n`` rows can place with ``method`` (None: unlimited)."""
-    if method is None:
-        return n
-    if method == "hierarchical":
-        return n * n if length is None else min(length, n * n)
-    if method == "copy":
-        return length
-    if method == "interpolate":
-        if not length:
-            raise ValueError("position_extension='interpolate' needs the target length: pass position_extension_length=N.")
-        return length
-    raise ValueError(f"Unknown position extension {method!r}: choose one of {EXTENSION_METHODS} or None.")
+    """How many positions a table of ``n`` rows can place with ``method`` (None: unlimited); see `PositionExtension`."""
+    return PositionExtension(method, length=length).capacity(n)
 
 
 def hierarchical_table(embeddings, alpha, position_ids):
@@ -95,3 +86,86 @@ def extended_rows(embeddings, position_ids, method=None, alpha=None, length=None
     if method == "interpolate":
         return interpolate_table(embeddings, position_ids, length)
     raise ValueError(f"Unknown position extension {method!r}: choose one of {EXTENSION_METHODS} or None.")
+
+
+class PositionExtension:
+    """How a trained table of ``n`` positions reaches further: ``method``, its ``alpha``, the target ``length``.
+
+    Validated once, when made; then it says how many positions it can place
+    (`capacity`), gives the position vectors (`rows`) and materialises the
+    extended table (`table`). The builder makes one from its options
+    (`from_options`) and hands it to the position layer; ``bert4long extend``
+    and segment recurrence use the same object.
+
+    Args:
+        method: None (the trained positions only), ``'hierarchical'``, ``'copy'`` or ``'interpolate'``.
+        alpha: hierarchical alpha, in (0, 1) and not 0.5 (None: 0.4); ignored by the other methods.
+        length: target length: required by ``'interpolate'``, a cap for the others.
+
+    Example:
+    >>> import numpy as np
+    >>> from bert4long.layers.position_extension import PositionExtension
+    >>> extension = PositionExtension("hierarchical", alpha=0.3)
+    >>> extension.capacity(512), extension.table(np.ones((4, 2), "float32"), 10).shape
+    (262144, (10, 2))
+    """
+
+    def __init__(self, method=None, alpha=None, length=None):
+        if method is not None and method not in EXTENSION_METHODS:
+            raise ValueError(f"Unknown extension method {method!r} (position_extension): choose one of "
+                             f"{EXTENSION_METHODS}, or None for the trained positions only.")
+        if method == "interpolate" and not length:
+            raise ValueError("position_extension='interpolate' needs the target length: pass "
+                             "position_extension_length=N.")
+        self.method = method
+        self.alpha = validate_alpha(0.4 if alpha is None else alpha) if method == "hierarchical" else None
+        self.length = length
+
+    @classmethod
+    def from_options(cls, hierarchical=None, method=None, length=None):
+        """The extension that ``hierarchical_position`` (None, True = 0.4, or alpha), ``position_extension``
+        (a method, None or ``'none'``) and ``position_extension_length`` ask for; conflicting options are refused.
+
+        Example:
+        >>> from bert4long.layers.position_extension import PositionExtension
+        >>> PositionExtension.from_options(hierarchical=True)
+        PositionExtension('hierarchical', alpha=0.4, length=None)
+        """
+        alpha = validate_alpha(hierarchical)
+        if method in (None, "none"):
+            method = "hierarchical" if alpha is not None else None
+        elif method in EXTENSION_METHODS and alpha is not None and method != "hierarchical":
+            raise ValueError(f"hierarchical_position={hierarchical!r} conflicts with position_extension={method!r}: "
+                             "give one of them.")
+        return cls(method, alpha, length)
+
+    def capacity(self, n):
+        """How many positions a table of ``n`` rows can place (None: no limit)."""
+        if self.method is None:
+            return n
+        if self.method == "hierarchical":
+            return n * n if self.length is None else min(self.length, n * n)
+        return self.length
+
+    def rows(self, table, position_ids):
+        """Position vectors for ``position_ids`` from the trained ``[n, dim]`` ``table``."""
+        return extended_rows(table, position_ids, self.method, self.alpha, self.length)
+
+    def table(self, trained, length):
+        """The ``[length, dim]`` table this extension reads, materialised from the trained ``[n, dim]`` table."""
+        n = trained.shape[0]
+        if length < n:
+            raise ValueError(f"max_position={length} is below the {n} trained positions: extension only lengthens.")
+        if self.method == "hierarchical" and length > n * n:
+            raise ValueError(f"Hierarchical extension places at most n*n = {n * n} positions, asked {length}.")
+        return ops.convert_to_numpy(self.rows(trained, np.arange(length, dtype="int32"))).astype(trained.dtype)
+
+    def __eq__(self, other):
+        return isinstance(other, PositionExtension) and (self.method, self.alpha, self.length) == (
+            other.method, other.alpha, other.length)
+
+    def __hash__(self):
+        return hash((self.method, self.alpha, self.length))
+
+    def __repr__(self):
+        return f"PositionExtension({self.method!r}, alpha={self.alpha!r}, length={self.length!r})"

@@ -22,6 +22,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
+from bert4long.checkpoints import MissingCheckpointVariableError
 from bert4long.data.masking import MLMMasker
 from bert4long.data.order import example_order
 from bert4long.huggingface import is_huggingface_folder
@@ -78,8 +79,8 @@ def build_mlm_model(
         if checkpoint_path is not None:
             try:
                 builder.load_weights_from_checkpoint(checkpoint_path, partial_load=partial_load)
-            except ValueError as error:
-                if "'cls/predictions" not in str(error):
+            except MissingCheckpointVariableError as error:
+                if not error.name.startswith("cls/predictions"):
                     raise
                 has_head = False
                 encoder = build_transformer_model(config_path, checkpoint_path, partial_load=partial_load, **{

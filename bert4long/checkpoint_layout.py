@@ -1,0 +1,236 @@
+"""The checkpoint engine: a model's `variable_mapping()` table applied to a checkpoint, both ways.
+
+A mapping is ``{layer name: {weight path: checkpoint name or (name, transform)}}``
+(each model class writes its own). Loading and saving walk the same table by
+name, never by list order, and share the transforms (`to_layer` / `to_checkpoint`).
+
+Every checkpoint is read through one small interface: ``name in reader``,
+``reader.names()``, ``reader.shape(name)``, ``reader.get(name)`` (a numpy array)
+and ``reader.prefix`` (its path, for messages). Readers: `CheckpointReader`
+(Google, ALBERT, ELECTRA, NEZHA, RoFormer TF checkpoints),
+`bert4long.huggingface.HuggingFaceReader` (a BERT/RoBERTa safetensors file under
+Google names), `bert4long.hf_folder.SafetensorsFolder` (Longformer, BigBird) and
+ModernBERT's reader.
+"""
+import os
+import re
+import warnings
+
+import keras
+import numpy as np
+
+from bert4long.checkpoints import CheckpointReader, MissingCheckpointVariableError
+from bert4long.config_keys import CONFIG_RENAMES, read_config
+from bert4long.huggingface import HuggingFaceReader, is_huggingface_folder, read_huggingface_config
+
+# Unused checkpoint variables that are not an error: heads a model may leave out, ELECTRA's generator.
+OPTIONAL_PREFIXES = ("cls/", "bert/pooler/", "electra/pooler/", "discriminator_predictions/", "generator/",
+                     "generator_predictions/")
+LAYER_NAME = re.compile(r"^(?:bert|electra)/encoder/layer_(\d+)/")
+# Settings the weights' shapes may not reveal: {bert4long name in a stored config: builder attribute}
+STRUCTURE_KEYS = {"num_hidden_layers": "num_hidden_layers", "num_attention_heads": "num_attention_heads",
+                  "hidden_size": "hidden_size", "intermediate_size": "intermediate_size", "vocab_size": "vocab_size",
+                  "max_position": "max_position", "segment_vocab_size": "segment_vocab_size",
+                  "embedding_size": "embedding_size"}
+# The config key a checkpoint variable's first dimension comes from (for shape-mismatch messages).
+SIZE_KEYS = {"word_embeddings": "vocab_size", "position_embeddings": "max_position_embeddings",
+             "token_type_embeddings": "type_vocab_size", "output_bias": "vocab_size"}
+
+
+def to_layer(value, transform, keep_tokens=None):
+    """A checkpoint array as the layer weight holds it (``transform`` from the mapping).
+
+    Example:
+    >>> import numpy as np
+    >>> from bert4long.checkpoint_layout import to_layer
+    >>> to_layer(np.zeros((2, 3)), "transpose").shape, to_layer(np.arange(4), "keep_tokens", [3, 0]).tolist()
+    ((3, 2), [3, 0])
+    """
+    if transform == "transpose":
+        return value.T
+    if transform == "keep_tokens" and keep_tokens is not None:
+        return value[keep_tokens]
+    return value
+
+
+def to_checkpoint(value, transform):
+    """A layer weight as the checkpoint stores it: the inverse of `to_layer` (``keep_tokens`` rows stay chosen).
+
+    Example:
+    >>> import numpy as np
+    >>> from bert4long.checkpoint_layout import to_checkpoint
+    >>> to_checkpoint(np.zeros((3, 2)), "transpose").shape
+    (2, 3)
+    """
+    return value.T if transform == "transpose" else value
+
+
+def mapped_weights(model, mapping):
+    """Yield ``(layer name, weight path, variable, checkpoint name, transform)`` for the layers ``model`` has.
+
+    A layer in ``mapping`` that this configuration does not build (e.g. no pooler) is skipped.
+    """
+    for layer_name, weights in mapping.items():
+        try:
+            layer = model.get_layer(layer_name)
+        except ValueError:
+            continue
+        for path, target in weights.items():
+            ckpt_name, transform = (target, None) if isinstance(target, str) else target
+            variable = layer
+            for attribute in path.split("."):
+                variable = getattr(variable, attribute)
+            yield layer_name, path, variable, ckpt_name, transform
+
+
+def load_mapped_weights(builder, reader):
+    """Assign every weight of ``builder``'s mapping from ``reader``: a missing variable raises
+    `MissingCheckpointVariableError`, a shape mismatch ``ValueError`` naming the config key that differs."""
+    for layer_name, path, variable, ckpt_name, transform in builder._mapped_weights():
+        if ckpt_name not in reader:
+            source = f" (safetensors key {reader.source_name(ckpt_name)})" if hasattr(reader, "source_name") else ""
+            raise MissingCheckpointVariableError(ckpt_name,
+                f"Checkpoint {reader.prefix!r} has no variable {ckpt_name!r}{source}, needed by layer "
+                f"{layer_name!r} ({path}). Check that the checkpoint matches model={builder.model_name!r}"
+                + (", or build without with_pool/with_nsp/with_mlm if the checkpoint has no such head."
+                   if ckpt_name.startswith(("cls/", "bert/pooler")) else ".")
+            )
+        value = to_layer(reader.get(ckpt_name), transform, builder.keep_tokens)
+        expected = tuple(variable.shape)
+        if value.shape != expected:
+            if value.size == int(np.prod(expected)) and transform is None and value.shape[0] == expected[0]:
+                value = value.reshape(expected)  # 3-D attention kernels stored by some exporters
+            else:
+                key = "hidden_size / intermediate_size"
+                if value.shape[:1] != expected[:1]:
+                    key = SIZE_KEYS.get(ckpt_name.rsplit("/", 1)[-1], key)
+                raise ValueError(
+                    f"Shape mismatch: checkpoint variable {ckpt_name!r} has shape "
+                    f"{tuple(reader.shape(ckpt_name))} but the configuration builds {expected} for layer "
+                    f"{layer_name!r} weight {path!r}: the configuration's {key} differs from the checkpoint's. "
+                    "Use the checkpoint's own bert_config.json, or fix that setting."
+                )
+        variable.assign(value.astype(variable.dtype))
+
+
+def check_checkpoint_matches(builder, reader, partial_load=False):
+    """Raise ``ValueError`` where ``reader``'s checkpoint and ``builder``'s configuration disagree: trained
+    variables it would drop, structural settings that differ from the config stored beside the checkpoint.
+    With ``partial_load`` warn instead."""
+    used = {name for _, _, _, name, _ in builder._mapped_weights()}
+    unused = sorted(name for name in reader.names() if name not in used and "/" in name  # global_step & co.
+                    and not name.startswith(OPTIONAL_PREFIXES)
+                    and not (builder.segment_vocab_size == 0 and name.endswith("/token_type_embeddings")))
+    problems = []
+    if unused:
+        layers = sorted({int(m.group(1)) for m in map(LAYER_NAME.search, reader.names()) if m})
+        if layers and layers[-1] + 1 > builder.num_hidden_layers and builder.model_name != "albert":
+            problems.append(f"the checkpoint has {layers[-1] + 1} layers, the configuration "
+                            f"num_hidden_layers={builder.num_hidden_layers}")
+        problems.append(f"{len(unused)} trained variable(s) would be dropped by model={builder.model_name!r}: "
+                        + ", ".join(unused[:4]) + (", ..." if len(unused) > 4 else ""))
+    stored, stored_path = stored_config(reader)
+    for key, ours in STRUCTURE_KEYS.items():
+        theirs = stored.get(key)
+        mine = getattr(builder, ours)
+        if key == "vocab_size" and builder.keep_tokens is not None or key == "segment_vocab_size" and mine == 0:
+            continue
+        if theirs is not None and mine is not None and theirs != mine:
+            problems.append(f"{key}={mine} here but {theirs} in {stored_path}")
+    if not problems:
+        return
+    message = (f"The configuration does not match checkpoint {reader.prefix!r}: " + "; ".join(problems) + ". ")
+    if partial_load:
+        warnings.warn(message + "Loading what matches (partial_load=True).", stacklevel=4)
+        return
+    raise ValueError(message + "Use the configuration stored with the checkpoint (its bert_config.json / "
+                     "config.json and the model family it was trained as), or pass partial_load=True to load "
+                     "only what matches.")
+
+
+def checkpoint_variables(builder):
+    """``{checkpoint name: array}`` of ``builder``'s weights in its checkpoint layout (what saving writes).
+
+    A name that several layers map to (ALBERT's shared block) must hold one value in all of them.
+    """
+    variables = {}
+    for layer_name, _, variable, ckpt_name, transform in builder._mapped_weights():
+        value = to_checkpoint(keras.ops.convert_to_numpy(variable), transform)
+        if ckpt_name in variables and not np.array_equal(variables[ckpt_name], value):
+            raise ValueError(
+                f"Layers map different values to checkpoint variable {ckpt_name!r} ({layer_name!r}): "
+                f"the {builder.model_name!r} layout stores one shared copy, which cannot hold unshared weights."
+            )
+        variables[ckpt_name] = value
+    return variables
+
+
+def stored_config(reader):
+    """``(config in bert4long names, its path)`` stored beside the checkpoint ``reader`` reads; ``({}, None)`` if none."""
+    if isinstance(reader, HuggingFaceReader):
+        path = os.path.join(reader.prefix, "config.json")
+        return read_huggingface_config(path), path
+    for name in ("bert_config.json", "albert_config.json", "config.json"):
+        path = os.path.join(os.path.dirname(reader.prefix), name)
+        if os.path.isfile(path):
+            try:
+                config = read_config(path)
+            except ValueError:
+                return {}, None
+            if "model_type" in config:
+                return {}, None
+            return {ours: config[google] for ours, google in CONFIG_RENAMES.items() if google in config} | config, path
+    return {}, None
+
+
+def open_checkpoint(path):
+    """A name-keyed reader for a Google checkpoint (prefix or folder) or a Hugging Face folder.
+
+    Example:
+    >>> import tempfile
+    >>> from bert4long.checkpoint_layout import open_checkpoint
+    >>> from bert4long.testing import write_tiny_checkpoint
+    >>> _, prefix, _ = write_tiny_checkpoint(tempfile.mkdtemp())
+    >>> open_checkpoint(prefix).shape("bert/embeddings/word_embeddings")
+    (64, 16)
+    """
+    if is_huggingface_folder(path) and not os.path.isfile(os.path.join(path, "bert_model.ckpt.index")):
+        return HuggingFaceReader(path)
+    return CheckpointReader(path)
+
+
+def check_vocab_size(vocab_size, config_path=None, checkpoint_path=None, vocab_path="the vocabulary"):
+    """Refuse a tokenizer vocabulary whose size differs from the model's, naming both sizes.
+
+    The model's size is the checkpoint's word-embedding rows (else the config's
+    ``vocab_size``). A smaller vocabulary means the files do not belong
+    together; a larger one gives ids the model has no row for.
+
+    Example:
+    >>> import tempfile
+    >>> from bert4long.checkpoint_layout import check_vocab_size
+    >>> from bert4long.testing import write_tiny_checkpoint
+    >>> config_path, checkpoint_path, _ = write_tiny_checkpoint(tempfile.mkdtemp())
+    >>> check_vocab_size(30522, config_path, checkpoint_path, "vocab.txt")
+    Traceback (most recent call last):
+    ...
+    ValueError: vocab.txt has 30522 entries but the model's vocabulary has 64 (...
+    """
+    if config_path is None and is_huggingface_folder(checkpoint_path):
+        config_path = os.path.join(checkpoint_path, "config.json")
+    expected, source = None, None
+    if checkpoint_path is not None:
+        reader = open_checkpoint(checkpoint_path)
+        name = next((n for n in ("bert/embeddings/word_embeddings", "electra/embeddings/word_embeddings")
+                     if n in reader), None)
+        if name is not None:
+            expected, source = reader.shape(name)[0], f"rows of {name!r} in {reader.prefix!r}"
+    if expected is None and config_path is not None:
+        config = read_config(config_path)
+        expected, source = config.get("vocab_size"), f"vocab_size in {config_path!r}"
+    if expected is not None and vocab_size != expected:
+        raise ValueError(
+            f"{vocab_path} has {vocab_size} entries but the model's vocabulary has {expected} ({source}): the "
+            "tokenizer would produce ids the model cannot read or that mean other tokens. Use the vocab.txt that "
+            "came with this checkpoint (--vocab)."
+        )

@@ -1,0 +1,113 @@
+"""One table of BERT config keys: bert4long's name, Google's ``bert_config.json`` name, Hugging Face's.
+
+Every translation of a config (building from a Google or Hugging Face file,
+checking a checkpoint against the config stored beside it, converting a
+Hugging Face folder to the Google layout, the command line) reads `CONFIG_KEYS`.
+The families with their own module (ModernBERT, Longformer, BigBird) translate
+their own keys.
+"""
+import json
+import os
+
+# (bert4long name, Google bert_config.json name, Hugging Face config.json name, value when a file lacks it;
+#  None: required, no default)
+CONFIG_KEYS = (
+    ("vocab_size", "vocab_size", "vocab_size", None),
+    ("hidden_size", "hidden_size", "hidden_size", None),
+    ("num_hidden_layers", "num_hidden_layers", "num_hidden_layers", None),
+    ("num_attention_heads", "num_attention_heads", "num_attention_heads", None),
+    ("intermediate_size", "intermediate_size", "intermediate_size", None),
+    ("hidden_act", "hidden_act", "hidden_act", "gelu"),
+    ("initializer_range", "initializer_range", "initializer_range", 0.02),
+    ("max_position", "max_position_embeddings", "max_position_embeddings", 512),
+    ("segment_vocab_size", "type_vocab_size", "type_vocab_size", 2),
+    ("dropout_rate", "hidden_dropout_prob", "hidden_dropout_prob", 0.1),
+    ("attention_dropout_rate", "attention_probs_dropout_prob", "attention_probs_dropout_prob", 0.1),
+    ("layer_norm_epsilon", "layer_norm_eps", "layer_norm_eps", 1e-12),
+    ("pad_token_id", "pad_token_id", "pad_token_id", 0),
+)
+# bert4keras renames of Google config keys: {bert4long name: Google name} where they differ.
+CONFIG_RENAMES = {ours: google for ours, google, _, _ in CONFIG_KEYS if ours != google}
+
+
+def from_google_config(config):
+    """``config`` (Google keys) with the bert4long name of each renamed key added; a bert4long key given wins.
+
+    Example:
+    >>> from bert4long.config_keys import from_google_config
+    >>> from_google_config({"max_position_embeddings": 512, "hidden_dropout_prob": 0.1})["dropout_rate"]
+    0.1
+    """
+    translated = dict(config)
+    for ours, google in CONFIG_RENAMES.items():
+        if ours not in translated and google in translated:
+            translated[ours] = translated[google]
+    return translated
+
+
+def position_offset(hf_config):
+    """RoBERTa's position table starts at padding_idx + 1 (2 rows unused).
+
+    Example:
+    >>> from bert4long.config_keys import position_offset
+    >>> position_offset({"model_type": "roberta", "pad_token_id": 1}), position_offset({"model_type": "bert"})
+    (2, 0)
+    """
+    if hf_config.get("model_type") == "roberta":
+        return hf_config.get("pad_token_id", 1) + 1
+    return 0
+
+
+def from_huggingface_config(hf_config):
+    """bert4long keys of a BERT/RoBERTa ``config.json`` dict (defaults where it lacks one; positions without
+    RoBERTa's offset rows).
+
+    Example:
+    >>> from bert4long.config_keys import from_huggingface_config
+    >>> config = from_huggingface_config({"model_type": "roberta", "max_position_embeddings": 514, "pad_token_id": 1})
+    >>> config["max_position"], config["segment_vocab_size"]
+    (512, 2)
+    """
+    config = {ours: hf_config.get(hf, default) for ours, _, hf, default in CONFIG_KEYS
+              if hf in hf_config or default is not None}
+    config["max_position"] -= position_offset(hf_config)
+    config["pad_token_id"] = config["pad_token_id"] or 0  # null in some configs
+    return config
+
+
+def to_google_config(config):
+    """The Google ``bert_config.json`` dict of a config in bert4long keys (defaults where it lacks one).
+
+    Example:
+    >>> from bert4long.config_keys import to_google_config
+    >>> to_google_config({"max_position": 512, "dropout_rate": 0.0})["max_position_embeddings"]
+    512
+    """
+    return {google: config.get(ours, default) for ours, google, _, default in CONFIG_KEYS
+            if ours in config or default is not None}
+
+
+def trained_positions(config):
+    """The number of trained positions a Google or Hugging Face config dict gives (None if it says nothing).
+
+    Example:
+    >>> from bert4long.config_keys import trained_positions
+    >>> trained_positions({"model_type": "roberta", "max_position_embeddings": 514, "pad_token_id": 1})
+    512
+    """
+    if "model_type" in config:  # a Hugging Face config.json
+        return config.get("max_position_embeddings", 512) - position_offset(config)
+    return config.get("max_position_embeddings", config.get("max_position"))
+
+
+def read_config(config_path):
+    if not os.path.isfile(config_path):
+        raise FileNotFoundError(
+            f"Config file not found: {config_path!r}. Pass the model's JSON config "
+            "(e.g. 'bert_config.json' from the checkpoint folder)."
+        )
+    try:
+        with open(config_path, encoding="utf-8") as f:
+            return json.load(f)
+    except (json.JSONDecodeError, UnicodeDecodeError) as error:
+        raise ValueError(f"Config file {config_path!r} is not valid JSON: {error}") from error
