@@ -7,7 +7,6 @@ import json
 import os
 import shutil
 
-
 from bert4long.checkpoints import write_checkpoint
 from bert4long.layers.position_extension import PositionExtension
 from bert4long.outputs import OutputFolder

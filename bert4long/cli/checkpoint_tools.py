@@ -89,10 +89,9 @@ def add_info_arguments(parser):
 def run_info(args):
     import numpy as np
 
-    from bert4long.config_keys import trained_positions
-    from bert4long.huggingface import HuggingFaceReader, read_huggingface_config
     from bert4long.checkpoint_layout import open_checkpoint
-    from bert4long.config_keys import read_config
+    from bert4long.config_keys import read_config, trained_positions
+    from bert4long.huggingface import HuggingFaceReader, read_huggingface_config
 
     reader = open_checkpoint(args.checkpoint)  # the same choice of format as model loading
     if isinstance(reader, HuggingFaceReader):
