@@ -685,6 +685,8 @@ def generic_section(title, data, figure=None):
 
 def long_encoder_runs(results_dir):
     """The ``long_encoders_<model>_<mode>.json`` files, in name order."""
+    if not os.path.isdir(results_dir):
+        return []
     names = sorted(n for n in os.listdir(results_dir) if n.startswith("long_encoders_") and n.endswith(".json"))
     return [data for data in (load_json(os.path.join(results_dir, n)) for n in names) if data]
 
