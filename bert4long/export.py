@@ -22,6 +22,7 @@ import tensorflow as tf
 from bert4long.checked_model import input_limits
 from bert4long.outputs import OutputFolder
 from bert4long.text_serving import check_raw_text_options, raw_text_serving
+from bert4long.tokenizers.wordpiece import Tokenizer
 
 OUTPUT_NAMES = {
     "mlm-activation": "mlm_output",
@@ -118,7 +119,7 @@ def export_saved_model(
         if max_length is not None and seq_len > max_length:
             raise ValueError(f"seq_len={seq_len} is more than max_length={max_length}: choose at most {max_length}.")
         check_raw_text_options(seq_len, strategy, head_len, chunk_overlap, pool, max_chunks)
-        if not hasattr(tokenizer, "_normalize_word"):
+        if not isinstance(tokenizer, Tokenizer):
             raise ValueError(f"raw_text=True needs a WordPiece bert4long.tokenizers.Tokenizer, got {tokenizer!r}: "
                              "only WordPiece is compiled into the graph.")
 

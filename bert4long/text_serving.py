@@ -34,7 +34,7 @@ padding) and ``num_tokens`` (the document's content tokens before any cut).
 """
 import tensorflow as tf
 
-from bert4long.data.pooling import MODES
+from bert4long.data.pooling import MODES, pool_chunks_ops
 from bert4long.data.truncation import STRATEGIES
 from bert4long.tokenizers.graph_wordpiece import GraphWordPiece
 
@@ -129,21 +129,9 @@ def raw_text_serving(serve_ids, tokenizer, output_ranks, seq_len, strategy="head
         outputs["token_ids"] = token_ids
         for name, value in served.items():
             if strategy == "chunks" and output_ranks[name] == 2:
-                value = pool_windows(value, owners, batch, used, pool)
+                value = pool_chunks_ops(value, owners, batch, pool)
             outputs[name] = value
         return outputs
 
     return serve_text, graph_tokenizer
 
-
-def pool_windows(values, owners, batch, used, mode):
-    """`bert4long.data.pool_chunks` in TensorFlow ops: ``[chunks, d]`` → ``[batch, d]``.
-
-    (`bert4long.data.pool_chunks_ops` needs the number of documents as a Python int; here it is the
-    request's batch size, a tensor.)
-    """
-    if mode == "first":
-        return tf.gather(values, tf.cumsum(used, exclusive=True))
-    if mode == "max":
-        return tf.math.unsorted_segment_max(values, owners, batch)
-    return tf.math.unsorted_segment_sum(values, owners, batch) / tf.cast(used, values.dtype)[:, None]

@@ -11,9 +11,9 @@ from bert4long.cli.options import (
     positive_int,
 )
 from bert4long.cli.output_guard import add_overwrite_argument
+from bert4long.data.pooling import MODES
+from bert4long.text_serving import RAW_TEXT_STRATEGIES
 
-RAW_TEXT_STRATEGIES = ("head", "tail", "head+tail", "chunks")  # bert4long.text_serving's, without importing TF
-MODES = ("mean", "max", "first")  # bert4long.data.pooling's
 ESTIMATED_LENGTHS = (512, 1024, 2048, 4096, 8192, 16384, 32768)
 # Score-like float32 tensors per query token and head that each kernel keeps for the backward pass
 # (scores, probabilities, dropout mask: 3 each), with its default options; chunked recomputes its blocks.

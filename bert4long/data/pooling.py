@@ -48,7 +48,8 @@ def pool_chunks(chunk_outputs, chunk_to_doc, num_documents, mode="mean"):
 def pool_chunks_ops(chunk_outputs, chunk_to_doc, num_documents, mode="mean"):
     """`pool_chunks` with ``keras.ops``: runs in a model, under ``tf.function``.
 
-    ``num_documents`` is a Python int (the number of output rows).
+    ``num_documents`` is the number of output rows: an int, or a scalar int tensor
+    (a serving batch's size).
     """
     _check_mode(mode)
     outputs = ops.convert_to_tensor(chunk_outputs)
