@@ -12,6 +12,7 @@ and ``reader.prefix`` (its path, for messages). Readers: `CheckpointReader`
 Google names), `bert4long.hf_folder.SafetensorsFolder` (Longformer, BigBird) and
 ModernBERT's reader.
 """
+import json
 import os
 import re
 import warnings
@@ -19,9 +20,11 @@ import warnings
 import keras
 import numpy as np
 
-from bert4long.checkpoints import CheckpointReader, MissingCheckpointVariableError
-from bert4long.config_keys import CONFIG_RENAMES, read_config
+from bert4long.checkpoints import CheckpointReader, MissingCheckpointVariableError, write_checkpoint
+from bert4long.config_keys import CONFIG_KEYS, CONFIG_RENAMES, read_config, to_google_config
 from bert4long.huggingface import HuggingFaceReader, is_huggingface_folder, read_huggingface_config
+from bert4long.layers import MultiHeadAttention
+from bert4long.outputs import write_text_atomically
 
 # Unused checkpoint variables that are not an error: heads a model may leave out, ELECTRA's generator.
 OPTIONAL_PREFIXES = ("cls/", "bert/pooler/", "electra/pooler/", "discriminator_predictions/", "generator/",
@@ -234,3 +237,98 @@ def check_vocab_size(vocab_size, config_path=None, checkpoint_path=None, vocab_p
             "tokenizer would produce ids the model cannot read or that mean other tokens. Use the vocab.txt that "
             "came with this checkpoint (--vocab)."
         )
+
+
+class CheckpointIO:
+    """The checkpoint methods of a model builder (`bert4long.models.Transformer` inherits them).
+
+    The builder provides ``model`` (its Keras model), ``variable_mapping()``,
+    ``keep_tokens`` and the configuration attributes `google_config` reads.
+
+    Example:
+    >>> from bert4long.models import Transformer
+    >>> issubclass(Transformer, CheckpointIO)
+    True
+    """
+
+    def variable_mapping(self):
+        """``{layer name: {weight path: checkpoint name or (name, transform)}}``."""
+        raise NotImplementedError
+
+    def _mapped_weights(self):
+        """Yield ``(layer name, weight path, variable, checkpoint name, transform)`` for present layers."""
+        return mapped_weights(self.model, self.variable_mapping())
+
+    def open_checkpoint(self, checkpoint_path):
+        """The name-keyed reader `load_weights_from_checkpoint` reads (see `open_checkpoint`)."""
+        return open_checkpoint(checkpoint_path)
+
+    def _to_layer(self, value, transform):
+        return to_layer(value, transform, self.keep_tokens)
+
+    def load_weights_from_checkpoint(self, checkpoint_path, partial_load=False):
+        """Load every mapped weight by its original checkpoint name, checking that config and checkpoint agree.
+
+        Refused unless ``partial_load=True`` (then a warning lists what is left
+        out): trained variables this model would drop (more layers than
+        ``num_hidden_layers``, a position table ``model='roformer'``/``'nezha'``
+        has no place for, ...; optional heads, ``global_step`` and optimizer
+        slots are not counted), and a structural setting that differs from the
+        config stored beside the checkpoint (``bert_config.json`` or a Hugging
+        Face ``config.json``), which is the only way to see a wrong
+        ``num_attention_heads``: the weights' shapes do not show it. A shape
+        mismatch is always an error; a missing variable raises
+        `MissingCheckpointVariableError`. The engine is `bert4long.checkpoint_layout`.
+
+        Example:
+        >>> from bert4long.models import build_transformer_model
+        >>> bert = build_transformer_model("bert_config.json", return_keras_model=False)  # doctest: +SKIP
+        >>> bert.load_weights_from_checkpoint("bert_model.ckpt")  # doctest: +SKIP
+        """
+        reader = self.open_checkpoint(checkpoint_path)
+        load_mapped_weights(self, reader)
+        self.check_checkpoint_matches(reader, partial_load)
+        for layer in self.model.layers:
+            if isinstance(getattr(layer, "layer", layer), MultiHeadAttention):  # also inside Recompute
+                layer.init_kernel_from_projections()
+
+    def check_checkpoint_matches(self, reader, partial_load=False):
+        """Raise ``ValueError`` where ``reader``'s checkpoint and this configuration disagree (see
+        `load_weights_from_checkpoint`); with ``partial_load`` warn instead."""
+        check_checkpoint_matches(self, reader, partial_load)
+
+    def google_config(self):
+        """The Google ``bert_config.json`` keys that rebuild this model (every setting that changes its outputs).
+
+        Example:
+        >>> from bert4long.models import build_transformer_model
+        >>> bert = build_transformer_model(vocab_size=50, hidden_size=8, num_hidden_layers=1, num_attention_heads=2,
+        ...                                intermediate_size=16, layer_norm_epsilon=1e-5, pad_token_id=1,
+        ...                                return_keras_model=False)
+        >>> {k: bert.google_config()[k] for k in ("layer_norm_eps", "pad_token_id")}
+        {'layer_norm_eps': 1e-05, 'pad_token_id': 1}
+        """
+        settings = {ours: getattr(self, ours) for ours, _, _, _ in CONFIG_KEYS if ours != "initializer_range"}
+        config = to_google_config({**settings, "initializer_range": float(self.initializer.stddev)})
+        if self.embedding_size != self.hidden_size:
+            config["embedding_size"] = self.embedding_size
+        if self.attention_head_size != self.hidden_size // self.num_attention_heads:
+            config["attention_head_size"] = self.attention_head_size
+        if self.attention_key_size != self.attention_head_size:
+            config["attention_key_size"] = self.attention_key_size
+        if self.max_relative_position is not None:
+            config["max_relative_position"] = self.max_relative_position
+        return config
+
+    def write_config(self, path):
+        """Write `google_config` as JSON to ``path``, atomically (so a checkpoint folder rebuilds this model exactly)."""
+        write_text_atomically(path, json.dumps(self.google_config(), indent=2))
+
+    def save_weights_as_checkpoint(self, checkpoint_path):
+        """Write the weights back in the original layout (hierarchical positions add no rows).
+
+        Example:
+        >>> bert.save_weights_as_checkpoint("out/bert_model.ckpt")  # doctest: +SKIP
+        """
+        variables = checkpoint_variables(self)
+        write_checkpoint(checkpoint_path, variables)

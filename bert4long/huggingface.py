@@ -14,14 +14,9 @@ import re
 import numpy as np
 
 from bert4long.config_keys import from_huggingface_config, position_offset, to_google_config
+from bert4long.model_registry import FAMILY_MODELS, family_model_class
 
 SUPPORTED_MODEL_TYPES = ("bert", "roberta")
-# Families built by their own module from their own config.json keys: model_type -> "module:Class".
-FAMILY_MODELS = {
-    "modernbert": "bert4long.modernbert:ModernBERT",
-    "longformer": "bert4long.longformer:Longformer",
-    "big_bird": "bert4long.big_bird:BigBird",
-}
 WEIGHT_FILENAME = "model.safetensors"
 
 _DENSE = r"(?:weight|gamma)"
@@ -82,8 +77,6 @@ def read_huggingface_config(path):
         hf = json.load(f)
     model_type = hf.get("model_type")
     if model_type in FAMILY_MODELS:  # its class translates its own keys
-        from bert4long.models import family_model_class
-
         return {**family_model_class(model_type).from_huggingface_config(hf), "model": model_type}
     if model_type not in SUPPORTED_MODEL_TYPES:
         raise ValueError(

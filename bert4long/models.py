@@ -1,25 +1,30 @@
 """BERT-family models built layer by layer, with original-checkpoint loading.
 
-`build_transformer_model` is the entry point bert4keras users know. Each model
-class writes its checkpoint layout down as data in `variable_mapping()`:
-``{layer name: {weight path: checkpoint variable}}``; loading and saving both
-go through that table by name, never by list order, in the checkpoint engine
-`bert4long.checkpoint_layout`. Config keys are translated by `bert4long.config_keys`.
+`build_transformer_model` is the entry point bert4keras users know. This module
+assembles models: the `Transformer` builder and `BERT`; `bert4long.model_registry`
+finds the families kept in their own modules (`bert4long.albert`,
+`bert4long.relative_position` for NEZHA and RoFormer, `bert4long.electra`, and
+the Hugging Face families of `FAMILY_MODELS`), which are also names here. Each
+model class writes its checkpoint layout down as data in `variable_mapping()`
+(BERT's is `bert4long.bert_layout`): ``{layer name: {weight path: checkpoint
+variable}}``; loading and saving both go through that table by name, never by
+list order, in the checkpoint engine `bert4long.checkpoint_layout`. Config keys
+are translated by `bert4long.config_keys`.
 """
-import importlib
 import inspect
-import json
 import os
 
 import keras
 import numpy as np
 
+from bert4long.bert_layout import BERTCheckpointLayout
 from bert4long.checked_model import CheckedModel
 from bert4long.checkpoint_layout import (  # noqa: F401 -- check_vocab_size, the constants: bert4long.models names
     LAYER_NAME,
     OPTIONAL_PREFIXES,
     SIZE_KEYS,
     STRUCTURE_KEYS,
+    CheckpointIO,
     check_checkpoint_matches,
     check_vocab_size,
     checkpoint_variables,
@@ -37,7 +42,7 @@ from bert4long.config_keys import (  # noqa: F401 -- CONFIG_RENAMES, read_config
     read_config,
     to_google_config,
 )
-from bert4long.huggingface import FAMILY_MODELS, is_huggingface_folder, read_huggingface_config
+from bert4long.huggingface import is_huggingface_folder, read_huggingface_config
 from bert4long.layers import (
     BiasAdd,
     Embedding,
@@ -52,15 +57,20 @@ from bert4long.layers import (
 from bert4long.layers.activations import get_activation
 from bert4long.layers.dropout import Recompute, SeededDropout, name_seed
 from bert4long.layers.position_extension import PositionExtension
-from bert4long.layers.positions import check_max_relative_position
 from bert4long.masked_lm_model import MaskedLMModel
-from bert4long.outputs import write_text_atomically
+from bert4long.model_registry import (  # noqa: F401 -- MODEL_CLASSES, family_model_class: bert4long.models names
+    FAMILY_MODELS,
+    MODEL_CLASSES,
+    family_model_class,
+    models_attribute,
+    registered_model_class,
+)
 
 APPLICATIONS = ("encoder", "lm", "unilm")
 
 
-class Transformer:
-    """Base builder: configuration, inputs, the layer stack and checkpoint I/O.
+class Transformer(CheckpointIO):
+    """Base builder: configuration, inputs and the layer stack; checkpoint I/O comes from `CheckpointIO`.
 
     Subclasses implement `apply_embeddings`, `apply_main_layers`,
     `apply_final_layers` and `variable_mapping`.
@@ -219,95 +229,12 @@ class Transformer:
             inputs.append(self.attention_bias)
         return inputs
 
-    # ---------------------------------------------------------- checkpoint I/O
-    def variable_mapping(self):
-        """``{layer name: {weight path: checkpoint name or (name, transform)}}``."""
-        raise NotImplementedError
-
-    def _mapped_weights(self):
-        """Yield ``(layer name, weight path, variable, checkpoint name, transform)`` for present layers."""
-        return mapped_weights(self.model, self.variable_mapping())
-
-    def open_checkpoint(self, checkpoint_path):
-        """The name-keyed reader `load_weights_from_checkpoint` reads (see `open_checkpoint`)."""
-        return open_checkpoint(checkpoint_path)
-
-    def _to_layer(self, value, transform):
-        return to_layer(value, transform, self.keep_tokens)
-
-    def load_weights_from_checkpoint(self, checkpoint_path, partial_load=False):
-        """Load every mapped weight by its original checkpoint name, checking that config and checkpoint agree.
-
-        Refused unless ``partial_load=True`` (then a warning lists what is left
-        out): trained variables this model would drop (more layers than
-        ``num_hidden_layers``, a position table ``model='roformer'``/``'nezha'``
-        has no place for, ...; optional heads, ``global_step`` and optimizer
-        slots are not counted), and a structural setting that differs from the
-        config stored beside the checkpoint (``bert_config.json`` or a Hugging
-        Face ``config.json``), which is the only way to see a wrong
-        ``num_attention_heads``: the weights' shapes do not show it. A shape
-        mismatch is always an error; a missing variable raises
-        `MissingCheckpointVariableError`. The engine is `bert4long.checkpoint_layout`.
-
-        Example:
-        >>> from bert4long.models import build_transformer_model
-        >>> bert = build_transformer_model("bert_config.json", return_keras_model=False)  # doctest: +SKIP
-        >>> bert.load_weights_from_checkpoint("bert_model.ckpt")  # doctest: +SKIP
-        """
-        reader = self.open_checkpoint(checkpoint_path)
-        load_mapped_weights(self, reader)
-        self.check_checkpoint_matches(reader, partial_load)
-        for layer in self.model.layers:
-            if isinstance(getattr(layer, "layer", layer), MultiHeadAttention):  # also inside Recompute
-                layer.init_kernel_from_projections()
-
-    def check_checkpoint_matches(self, reader, partial_load=False):
-        """Raise ``ValueError`` where ``reader``'s checkpoint and this configuration disagree (see
-        `load_weights_from_checkpoint`); with ``partial_load`` warn instead."""
-        check_checkpoint_matches(self, reader, partial_load)
-
-    def google_config(self):
-        """The Google ``bert_config.json`` keys that rebuild this model (every setting that changes its outputs).
-
-        Example:
-        >>> from bert4long.models import build_transformer_model
-        >>> bert = build_transformer_model(vocab_size=50, hidden_size=8, num_hidden_layers=1, num_attention_heads=2,
-        ...                                intermediate_size=16, layer_norm_epsilon=1e-5, pad_token_id=1,
-        ...                                return_keras_model=False)
-        >>> {k: bert.google_config()[k] for k in ("layer_norm_eps", "pad_token_id")}
-        {'layer_norm_eps': 1e-05, 'pad_token_id': 1}
-        """
-        settings = {ours: getattr(self, ours) for ours, _, _, _ in CONFIG_KEYS if ours != "initializer_range"}
-        config = to_google_config({**settings, "initializer_range": float(self.initializer.stddev)})
-        if self.embedding_size != self.hidden_size:
-            config["embedding_size"] = self.embedding_size
-        if self.attention_head_size != self.hidden_size // self.num_attention_heads:
-            config["attention_head_size"] = self.attention_head_size
-        if self.attention_key_size != self.attention_head_size:
-            config["attention_key_size"] = self.attention_key_size
-        if self.max_relative_position is not None:
-            config["max_relative_position"] = self.max_relative_position
-        return config
-
-    def write_config(self, path):
-        """Write `google_config` as JSON to ``path``, atomically (so a checkpoint folder rebuilds this model exactly)."""
-        write_text_atomically(path, json.dumps(self.google_config(), indent=2))
-
-    def save_weights_as_checkpoint(self, checkpoint_path):
-        """Write the weights back in the original layout (hierarchical positions add no rows).
-
-        Example:
-        >>> bert.save_weights_as_checkpoint("out/bert_model.ckpt")  # doctest: +SKIP
-        """
-        variables = checkpoint_variables(self)
-        write_checkpoint(checkpoint_path, variables)
-
     model_name = "bert"
     position_bias = None  # positions inside attention: 'rotary' (RoFormer), 'typical_relative' (NEZHA)
     max_relative_position = None
 
 
-class BERT(Transformer):
+class BERT(BERTCheckpointLayout, Transformer):
     """BERT (and RoBERTa, which shares its architecture and Google layout)."""
 
     model_name = "bert"
@@ -405,254 +332,10 @@ class BERT(Transformer):
             return outputs[1]
         return outputs[1:]
 
-    def embedding_mapping(self):
-        return {
-            "Embedding-Token": {"embeddings": ("bert/embeddings/word_embeddings", "keep_tokens")},
-            "Embedding-Segment": {"embeddings": "bert/embeddings/token_type_embeddings"},
-            "Embedding-Position": {"embeddings": "bert/embeddings/position_embeddings"},
-            "Embedding-Norm": {"gamma": "bert/embeddings/LayerNorm/gamma", "beta": "bert/embeddings/LayerNorm/beta"},
-            "Embedding-Mapping": {
-                "kernel": "bert/encoder/embedding_hidden_mapping_in/kernel",
-                "bias": "bert/encoder/embedding_hidden_mapping_in/bias",
-            },
-        }
 
-    def head_mapping(self):
-        return {
-            "Pooler-Dense": {"kernel": "bert/pooler/dense/kernel", "bias": "bert/pooler/dense/bias"},
-            "NSP-Proba": {
-                "kernel": ("cls/seq_relationship/output_weights", "transpose"),
-                "bias": "cls/seq_relationship/output_bias",
-            },
-            "MLM-Dense": {
-                "kernel": "cls/predictions/transform/dense/kernel",
-                "bias": "cls/predictions/transform/dense/bias",
-            },
-            "MLM-Norm": {
-                "gamma": "cls/predictions/transform/LayerNorm/gamma",
-                "beta": "cls/predictions/transform/LayerNorm/beta",
-            },
-            "MLM-Bias": {"bias": ("cls/predictions/output_bias", "keep_tokens")},
-        }
-
-    @staticmethod
-    def block_mapping(prefix, attention="attention/", intermediate="intermediate/", output="output/",
-                      attention_norm="attention/output/LayerNorm/", output_norm="output/LayerNorm/"):
-        """Mapping of one transformer block whose variables start with ``prefix``."""
-
-        def dense(sub):
-            return {"kernel": prefix + sub + "kernel", "bias": prefix + sub + "bias"}
-
-        def norm(sub):
-            return {"gamma": prefix + sub + "gamma", "beta": prefix + sub + "beta"}
-
-        attention_weights = {}
-        for attr, sub in (("q_dense", "self/query/"), ("k_dense", "self/key/"), ("v_dense", "self/value/"),
-                          ("o_dense", "output/dense/")):
-            attention_weights.update({f"{attr}.{k}": v for k, v in dense(attention + sub).items()})
-        feed_forward = {f"intermediate_dense.{k}": v for k, v in dense(intermediate + "dense/").items()}
-        feed_forward.update({f"output_dense.{k}": v for k, v in dense(output + "dense/").items()})
-        return {"attention": attention_weights, "attention_norm": norm(attention_norm),
-                "feed_forward": feed_forward, "feed_forward_norm": norm(output_norm)}
-
-    def layer_block(self, index):
-        """The checkpoint names of transformer block ``index`` (see `block_mapping`)."""
-        return self.block_mapping(f"bert/encoder/layer_{index}/")
-
-    def variable_mapping(self):
-        mapping = self.embedding_mapping()
-        for index in range(self.num_hidden_layers):
-            attention_name, feed_forward_name = self.layer_names(index)
-            block = self.layer_block(index)
-            mapping[attention_name] = block["attention"]
-            mapping[attention_name + "-Norm"] = block["attention_norm"]
-            mapping[feed_forward_name] = block["feed_forward"]
-            mapping[feed_forward_name + "-Norm"] = block["feed_forward_norm"]
-        mapping.update(self.head_mapping())
-        return mapping
-
-
-class ALBERT(BERT):
-    """ALBERT: factorised embeddings and one transformer block shared across depth
-    (google-research/albert TF1 layout, ``bert/encoder/transformer/group_0/inner_group_0/``)."""
-
-    model_name = "albert"
-    ALBERT_PREFIX = "bert/encoder/transformer/group_0/inner_group_0/"
-
-    def layer_names(self, index):
-        return "Transformer-MultiHeadSelfAttention", "Transformer-FeedForward"
-
-    def layer_block(self, index):
-        """Every layer reads the one shared block."""
-        return self.block_mapping(
-            self.ALBERT_PREFIX,
-            attention="attention_1/",
-            intermediate="ffn_1/intermediate/",
-            output="ffn_1/intermediate/output/",
-            attention_norm="LayerNorm/",
-            output_norm="LayerNorm_1/",
-        )
-
-
-class ALBERTUnshared(ALBERT):
-    """ALBERT weights loaded into separate per-layer blocks (each starts from the shared block)."""
-
-    model_name = "albert_unshared"
-
-    def layer_names(self, index):
-        return BERT.layer_names(self, index)
-
-
-class RelativePositionBERT(BERT):
-    """Base of BERT variants whose positions enter inside attention (`Transformer.position_bias`).
-
-    They have no position table, so no length limit (``max_position`` is unused),
-    and their checkpoints are the Google BERT layout without
-    ``bert/embeddings/position_embeddings``.
-    """
-
-    def __init__(self, **kwargs):
-        for option in ("hierarchical_position", "custom_position_ids"):
-            if kwargs.get(option):
-                raise ValueError(
-                    f"model={self.model_name!r} has no position table, so {option} does not apply: "
-                    f"its {self.position_bias!r} positions already place any length. Drop {option}."
-                )
-        sequence_length = kwargs.pop("sequence_length", None)  # any length: skip the position-table check
-        super().__init__(**kwargs)
-        self.sequence_length = sequence_length
-
-    def apply_position_embeddings(self, x):
-        return x
-
-    def embedding_mapping(self):
-        mapping = super().embedding_mapping()
-        del mapping["Embedding-Position"]
-        return mapping
-
-
-class NEZHA(RelativePositionBERT):
-    """NEZHA (Huawei): functional relative positions, clipped at ``max_relative_position``.
-
-    Each attention layer adds sinusoidal embeddings of the clipped distance
-    ``clip(j - i, -m, m)`` to the keys and to the values
-    (``position_bias='typical_relative'``), which only ``attention='full'``
-    computes. Checkpoint layout: huawei-noah NEZHA-TensorFlow, i.e. Google BERT
-    names without position embeddings.
-
-    Args:
-        max_relative_position: ``m``, read from the config JSON's
-            ``max_relative_position``; 64 when absent (every released NEZHA
-            config and bert4keras's default).
-        **kwargs: `Transformer` arguments.
-
-    Example:
-    >>> from bert4long.models import build_transformer_model
-    >>> model = build_transformer_model("nezha/bert_config.json", "nezha/model.ckpt",
-    ...                                 model="nezha")  # doctest: +SKIP
-
-    Reference: Wei et al., NEZHA (2019), https://arxiv.org/abs/1909.00204.
-    """
-
-    model_name = "nezha"
-    position_bias = "typical_relative"
-
-    def __init__(self, max_relative_position=64, **kwargs):
-        super().__init__(**kwargs)
-        self.max_relative_position = check_max_relative_position(max_relative_position)
-
-
-class RoFormer(RelativePositionBERT):
-    """RoFormer (ZhuiyiTechnology): rotary position embedding on queries and keys.
-
-    Queries and keys are rotated by their position before the attention kernel
-    (``position_bias='rotary'``), so every ``attention=`` kernel works with it.
-    Checkpoint layout: Google BERT names (``bert/...``, pooler and ``cls/`` heads)
-    without position embeddings.
-
-    Example:
-    >>> from bert4long.models import build_transformer_model
-    >>> model = build_transformer_model("roformer/bert_config.json", "roformer/bert_model.ckpt",
-    ...                                 model="roformer", attention="chunked")  # doctest: +SKIP
-
-    Reference: Su et al., RoFormer (2021), https://arxiv.org/abs/2104.09864.
-    """
-
-    model_name = "roformer"
-    position_bias = "rotary"
-
-
-class ELECTRA(BERT):
-    """ELECTRA discriminator (google-research/electra layout, ``electra/...`` names).
-
-    The encoder is BERT's; with ``embedding_size != hidden_size`` the embeddings
-    are projected by ``electra/embeddings_project``. The checkpoints have no
-    pooler or MLM head.
-
-    Args:
-        with_discriminator: False returns the sequence output; True adds the
-            replaced-token head (``discriminator_predictions/dense``, ``dense_1``)
-            with a sigmoid, ``[batch, length, 1]``; a string picks another
-            activation (e.g. ``'linear'`` for logits).
-        **kwargs: `Transformer` arguments.
-
-    Example:
-    >>> from bert4long.models import build_transformer_model
-    >>> model = build_transformer_model("electra/config.json", "electra/model.ckpt",
-    ...                                 model="electra", with_discriminator=True)  # doctest: +SKIP
-
-    Reference: Clark et al., ELECTRA (2020), https://arxiv.org/abs/2003.10555.
-    """
-
-    model_name = "electra"
-
-    def __init__(self, with_discriminator=False, **kwargs):
-        heads = [k for k in ("with_pool", "with_nsp", "with_mlm", "gathered_mlm") if kwargs.get(k)]
-        if heads:
-            raise ValueError(
-                f"model='electra' has no {', '.join(heads)} head: ELECTRA discriminator checkpoints hold the "
-                "encoder and discriminator_predictions only. Pass with_discriminator=True instead."
-            )
-        super().__init__(**kwargs)
-        self.with_discriminator = with_discriminator
-
-    def apply_final_layers(self, x):
-        if not self.with_discriminator:
-            return x
-        activation = "sigmoid" if self.with_discriminator is True else self.with_discriminator
-        x = self.dense(self.hidden_size, "Discriminator-Dense", activation=get_activation(self.hidden_act))(x)
-        return self.dense(1, "Discriminator-Prediction", activation=activation)(x)
-
-    def variable_mapping(self):
-        def electra(target):
-            if isinstance(target, tuple):
-                return (electra(target[0]),) + target[1:]
-            return "electra/" + target[len("bert/"):]
-
-        mapping = super().variable_mapping()
-        for layer_name in self.head_mapping():
-            del mapping[layer_name]
-        mapping = {layer: {path: electra(t) for path, t in weights.items()} for layer, weights in mapping.items()}
-        mapping["Embedding-Mapping"] = {"kernel": "electra/embeddings_project/kernel",
-                                        "bias": "electra/embeddings_project/bias"}
-        mapping["Discriminator-Dense"] = {
-            "kernel": "discriminator_predictions/dense/kernel",
-            "bias": "discriminator_predictions/dense/bias",
-        }
-        mapping["Discriminator-Prediction"] = {
-            "kernel": "discriminator_predictions/dense_1/kernel",
-            "bias": "discriminator_predictions/dense_1/bias",
-        }
-        return mapping
-
-
-MODELS = {"bert": BERT, "roberta": BERT, "albert": ALBERT, "albert_unshared": ALBERTUnshared,
-          "nezha": NEZHA, "roformer": RoFormer, "electra": ELECTRA}
-
-def family_model_class(model_type):
-    """The class of a family kept in its own module (`FAMILY_MODELS`), imported on first use."""
-    module, name = FAMILY_MODELS[model_type].split(":")
-    return getattr(importlib.import_module(module), name)
+def __getattr__(name):
+    """``MODELS`` and the family classes of other modules, imported on first use (`bert4long.model_registry`)."""
+    return models_attribute(name)
 
 
 def build_transformer_model(
@@ -671,7 +354,7 @@ def build_transformer_model(
             leaves random weights.
         model: ``'bert'``, ``'roberta'``, ``'albert'``, ``'albert_unshared'``,
             ``'nezha'`` (``max_relative_position``, default 64), ``'roformer'`` or
-            ``'electra'`` (``with_discriminator``); see `MODELS`. A Hugging Face
+            ``'electra'`` (``with_discriminator``); see `MODEL_CLASSES`. A Hugging Face
             folder whose ``model_type`` names a family in `FAMILY_MODELS`
             (``'modernbert'``) builds that family whatever ``model`` says.
         application: ``'encoder'``, ``'lm'`` (causal) or ``'unilm'`` (seq2seq mask).
@@ -709,15 +392,10 @@ def build_transformer_model(
             if family in FAMILY_MODELS:  # a family with its own class (e.g. ModernBERT)
                 model = family
     configs = from_google_config({**configs, **kwargs})
-    if isinstance(model, str):
-        if model.lower() not in MODELS and model.lower() not in FAMILY_MODELS:
-            raise ValueError(f"Unknown model {model!r}: choose one of {sorted(MODELS) + sorted(FAMILY_MODELS)}.")
-        model_class = MODELS.get(model.lower()) or family_model_class(model.lower())
-    else:
-        model_class = model
+    builder_class = registered_model_class(model) if isinstance(model, str) else model
     configs["application"] = application
     accepted = set(Transformer.__init__.__code__.co_varnames[1 : Transformer.__init__.__code__.co_argcount])
-    accepted |= set(inspect.signature(model_class.__init__).parameters) - {"self", "kwargs"}  # e.g. NEZHA's
+    accepted |= set(inspect.signature(builder_class.__init__).parameters) - {"self", "kwargs"}  # e.g. NEZHA's
     unknown = sorted(set(kwargs) - accepted)
     if unknown:
         raise TypeError(f"Unknown argument(s) {unknown} for build_transformer_model; accepted: {sorted(accepted)}.")
@@ -725,7 +403,7 @@ def build_transformer_model(
                if k not in configs]
     if missing:
         raise ValueError(f"Model configuration lacks {missing}: pass config_path (bert_config.json) or these arguments.")
-    transformer = model_class(**{k: v for k, v in configs.items() if k in accepted})
+    transformer = builder_class(**{k: v for k, v in configs.items() if k in accepted})
     transformer.build()
     if checkpoint_path is not None:
         transformer.load_weights_from_checkpoint(checkpoint_path, partial_load=partial_load)
