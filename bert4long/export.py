@@ -59,6 +59,56 @@ def export_max_length(model: keras.Model, max_length: int | None = None) -> int 
     return max_length
 
 
+def _check_servable_inputs(input_names):
+    """Refuse a model whose inputs are not token ids (+ segment ids, masked positions, attention mask)."""
+    if input_names[0] != "Input-Token" or any(
+        name not in ("Input-Token", "Input-Segment", "Input-Masked-Positions", "Input-Attention-Mask")
+        for name in input_names
+    ):
+        raise ValueError(
+            f"export_saved_model serves models whose inputs are token ids (+ segment ids); this model takes "
+            f"{input_names}. Rebuild it without custom_position_ids, or export with keras.export.ExportArchive."
+        )
+
+
+def _raw_text_seq_len(max_length, seq_len, tokenizer, strategy, head_len, chunk_overlap, pool, max_chunks):
+    """The tokens per row of a raw-text export (default ``max_length``), its options checked."""
+    seq_len = max_length if seq_len is None else seq_len
+    if seq_len is None:
+        raise ValueError("raw_text=True needs seq_len (tokens per row): this model's positions are unlimited.")
+    if max_length is not None and seq_len > max_length:
+        raise ValueError(f"seq_len={seq_len} is more than max_length={max_length}: choose at most {max_length}.")
+    check_raw_text_options(seq_len, strategy, head_len, chunk_overlap, pool, max_chunks)
+    if not isinstance(tokenizer, Tokenizer):
+        raise ValueError(f"raw_text=True needs a WordPiece bert4long.tokenizers.Tokenizer, got {tokenizer!r}: "
+                         "only WordPiece is compiled into the graph.")
+    return seq_len
+
+
+def _token_ids_server(model, input_names, names, max_length):
+    """The int32 serving function: checks the request's shapes and length, runs ``model``, names its outputs."""
+
+    def serve(token_ids, segment_ids, attention_mask=None):
+        checks = [tf.debugging.assert_equal(tf.shape(other), tf.shape(token_ids), message=(
+            f"{name} must have the shape of token_ids [batch, length]: nothing is broadcast."))
+            for name, other in (("segment_ids", segment_ids), ("attention_mask", attention_mask)) if other is not None]
+        if max_length is not None:
+            checks.append(tf.debugging.assert_less_equal(tf.shape(token_ids)[1], max_length, message=(
+                f"token_ids is longer than the {max_length} tokens this SavedModel accepts (max_length chosen at "
+                "export): split the document into chunks or truncate it.")))
+        with tf.control_dependencies(checks):
+            token_ids = tf.identity(token_ids)
+        feeds = {"Input-Token": token_ids, "Input-Segment": segment_ids, "Input-Attention-Mask": attention_mask}
+        if "Input-Masked-Positions" in input_names:
+            shape = tf.shape(token_ids)
+            feeds["Input-Masked-Positions"] = tf.tile(tf.range(shape[1])[None], [shape[0], 1])
+        outputs = model([feeds[name] for name in input_names], training=False)
+        outputs = outputs if isinstance(outputs, (list, tuple)) else [outputs]
+        return {name: tf.cast(value, tf.float32) for name, value in zip(names, outputs)}
+
+    return serve
+
+
 def export_saved_model(
     model: keras.Model,
     export_dir: str | os.PathLike,
@@ -102,45 +152,12 @@ def export_saved_model(
     >>> serve(token_ids=ids, segment_ids=segs)["sequence_output"]  # doctest: +SKIP
     """
     input_names = [tensor.name for tensor in model.inputs]
-    if input_names[0] != "Input-Token" or any(
-        name not in ("Input-Token", "Input-Segment", "Input-Masked-Positions", "Input-Attention-Mask")
-        for name in input_names
-    ):
-        raise ValueError(
-            f"export_saved_model serves models whose inputs are token ids (+ segment ids); this model takes "
-            f"{input_names}. Rebuild it without custom_position_ids, or export with keras.export.ExportArchive."
-        )
+    _check_servable_inputs(input_names)
     names = _output_names(model)
     max_length = export_max_length(model, max_length)
     if raw_text:
-        seq_len = max_length if seq_len is None else seq_len
-        if seq_len is None:
-            raise ValueError("raw_text=True needs seq_len (tokens per row): this model's positions are unlimited.")
-        if max_length is not None and seq_len > max_length:
-            raise ValueError(f"seq_len={seq_len} is more than max_length={max_length}: choose at most {max_length}.")
-        check_raw_text_options(seq_len, strategy, head_len, chunk_overlap, pool, max_chunks)
-        if not isinstance(tokenizer, Tokenizer):
-            raise ValueError(f"raw_text=True needs a WordPiece bert4long.tokenizers.Tokenizer, got {tokenizer!r}: "
-                             "only WordPiece is compiled into the graph.")
-
-    def serve(token_ids, segment_ids, attention_mask=None):
-        checks = [tf.debugging.assert_equal(tf.shape(other), tf.shape(token_ids), message=(
-            f"{name} must have the shape of token_ids [batch, length]: nothing is broadcast."))
-            for name, other in (("segment_ids", segment_ids), ("attention_mask", attention_mask)) if other is not None]
-        if max_length is not None:
-            checks.append(tf.debugging.assert_less_equal(tf.shape(token_ids)[1], max_length, message=(
-                f"token_ids is longer than the {max_length} tokens this SavedModel accepts (max_length chosen at "
-                "export): split the document into chunks or truncate it.")))
-        with tf.control_dependencies(checks):
-            token_ids = tf.identity(token_ids)
-        feeds = {"Input-Token": token_ids, "Input-Segment": segment_ids, "Input-Attention-Mask": attention_mask}
-        if "Input-Masked-Positions" in input_names:
-            shape = tf.shape(token_ids)
-            feeds["Input-Masked-Positions"] = tf.tile(tf.range(shape[1])[None], [shape[0], 1])
-        outputs = model([feeds[name] for name in input_names], training=False)
-        outputs = outputs if isinstance(outputs, (list, tuple)) else [outputs]
-        return {name: tf.cast(value, tf.float32) for name, value in zip(names, outputs)}
-
+        seq_len = _raw_text_seq_len(max_length, seq_len, tokenizer, strategy, head_len, chunk_overlap, pool, max_chunks)
+    serve = _token_ids_server(model, input_names, names, max_length)
     signature = [tf.TensorSpec([None, None], tf.int32, name=name) for name in ("token_ids", "segment_ids")]
     if "Input-Attention-Mask" in input_names:
         signature.append(tf.TensorSpec([None, None], tf.int32, name="attention_mask"))

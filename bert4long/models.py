@@ -127,10 +127,27 @@ class Transformer(CheckpointIO):
         self.embedding_size = embedding_size or hidden_size
         self.dropout_rate = dropout_rate or 0.0
         self.attention_dropout_rate = attention_dropout_rate or 0.0
-        self.max_position = max_position
         self.segment_vocab_size = segment_vocab_size
-        self.sequence_length = sequence_length
         self.keep_tokens = None if keep_tokens is None else np.asarray(keep_tokens, dtype="int64")
+        self.configure_positions(max_position, sequence_length, hierarchical_position, position_extension,
+                                 position_extension_length, custom_position_ids)
+        self.configure_heads(with_pool, with_nsp, with_mlm, gathered_mlm, application)
+        self.attention = attention
+        self.attention_config = dict(attention_config or {})
+        self.feed_forward_chunk_size = feed_forward_chunk_size
+        self.recompute = recompute
+        self.attention_mask_input = attention_mask_input
+        self.initializer = keras.initializers.TruncatedNormal(stddev=initializer_range)
+        self.layer_norm_epsilon = layer_norm_epsilon
+        self.pad_token_id = pad_token_id
+        self.name = name
+        self.model = None
+
+    def configure_positions(self, max_position, sequence_length, hierarchical_position, position_extension,
+                            position_extension_length, custom_position_ids):
+        """Set the position settings; refuse a ``sequence_length`` longer than the positions can place."""
+        self.max_position = max_position
+        self.sequence_length = sequence_length
         self.position_extension = PositionExtension.from_options(hierarchical_position, position_extension,
                                                                  position_extension_length)
         capacity = self.position_extension.capacity(max_position)
@@ -143,6 +160,9 @@ class Transformer(CheckpointIO):
                    else "split the input into chunks.")
             )
         self.custom_position_ids = custom_position_ids
+
+    def configure_heads(self, with_pool, with_nsp, with_mlm, gathered_mlm, application):
+        """Set the output heads: NSP implies the pooler, a language model or gathered MLM implies MLM."""
         self.with_nsp = with_nsp
         self.with_pool = with_pool or with_nsp
         self.with_mlm = with_mlm or (application in ("lm", "unilm"))  # bert4keras: language models predict tokens
@@ -150,16 +170,6 @@ class Transformer(CheckpointIO):
         if gathered_mlm and not with_mlm:
             self.with_mlm = True
         self.application = application
-        self.attention = attention
-        self.attention_config = dict(attention_config or {})
-        self.feed_forward_chunk_size = feed_forward_chunk_size
-        self.recompute = recompute
-        self.attention_mask_input = attention_mask_input
-        self.initializer = keras.initializers.TruncatedNormal(stddev=initializer_range)
-        self.layer_norm_epsilon = layer_norm_epsilon
-        self.pad_token_id = pad_token_id
-        self.name = name
-        self.model = None
 
     # ----------------------------------------------------------------- building
     def build(self):

@@ -136,9 +136,49 @@ def check_pretrain_arguments(args):
     return demo
 
 
+def _run_config(args, builder, train_seqs):
+    """The settings a resumed run must share with the run it continues (`fit_resumable`'s ``config``)."""
+    return {"config": builder.__class__.__name__, "vocab_size": builder.vocab_size,
+            "hidden_size": builder.hidden_size, "num_hidden_layers": builder.num_hidden_layers,
+            "max_position": builder.max_position, "seq_len": args.seq_len, "batch_size": args.batch_size,
+            "hierarchical_position": args.hierarchical_position, "position_extension": args.position_extension,
+            "attention": args.attention, "attention_config": args.attention_options, "seed": args.seed,
+            **run_settings(args, "corpus", train_seqs)}   # --steps may change: raise it to continue a run
+
+
+def _save_pretrained(args, model, builder):
+    """Write the checkpoint (Google layout), its config, the vocabulary and ``model.keras`` to --out;
+    return the files' descriptions for the summary."""
+    prefix = os.path.join(args.out, "bert_model.ckpt")
+    builder.save_weights_as_checkpoint(prefix)
+    builder.write_config(os.path.join(args.out, "bert_config.json"))
+    atomic_write(os.path.join(args.out, "vocab.txt"), lambda tmp: shutil.copyfile(find_vocab(args), tmp))
+    keras_path = os.path.join(args.out, "model.keras")
+    atomic_write(keras_path, model.save, suffix=".keras")
+    files = [prefix + ".index/.data-*", keras_path]
+    if os.path.isdir(os.path.join(args.out, "logs")):
+        files.append(os.path.join(args.out, "logs") + " (TensorBoard)")
+    return files
+
+
+def _summary_rows(summary, lengths, before, after, files):
+    """The ``(name, value)`` rows of the run's closing summary."""
+    import numpy as np
+
+    rows = [("steps", f"{summary['start_step']} -> {summary['steps']}"
+             + (f" (resumed from step {summary['start_step']})" if summary["start_step"] else "")),
+            ("tokens/s", f"{summary['tokens_per_second']:.0f}" if np.isfinite(summary["tokens_per_second"]) else "-"),
+            ("final train MLM accuracy", f"{summary['logs'].get('mlm_accuracy', float('nan')):.1%}")]
+    for n in lengths:
+        rows.append((f"MLM accuracy at {n} tokens", (f"{before[n]:.1%} -> " if n in before else "") + f"{after[n]:.1%}"))
+    if not lengths:
+        rows.append(("MLM accuracy", "not measured (--holdout 0)"))
+    rows += [("files", ", ".join(files)), ("checkpoints", summary["checkpoints"])]
+    return rows
+
+
 def run_pretrain(args):
     import keras
-    import numpy as np
 
     from bert4long.distribute import get_strategy, is_chief
     from bert4long.training import (
@@ -177,12 +217,7 @@ def run_pretrain(args):
         return evaluate_mlm(model, seqs, masker_for(tokenizer, length), batch_size=1)["mlm_accuracy"]
 
     lengths = sorted({min(trained, args.seq_len), args.seq_len}) if eval_ids else []
-    config = {"config": builder.__class__.__name__, "vocab_size": builder.vocab_size,
-              "hidden_size": builder.hidden_size, "num_hidden_layers": builder.num_hidden_layers,
-              "max_position": trained, "seq_len": args.seq_len, "batch_size": args.batch_size,
-              "hierarchical_position": args.hierarchical_position, "position_extension": args.position_extension,
-              "attention": args.attention, "attention_config": args.attention_options, "seed": args.seed,
-              **run_settings(args, "corpus", train_seqs)}   # --steps may change: raise it to continue a run
+    config = _run_config(args, builder, train_seqs)
     resuming = os.path.isdir(os.path.join(args.out, "checkpoints"))
     before = {}
     if not has_head and not resuming:
@@ -201,27 +236,8 @@ def run_pretrain(args):
         tokens_per_step=args.batch_size * args.seq_len, verbose=0 if args.quiet else "auto",
         accept_changes=args.accept_changes, on_save=saved_line)
     after = {n: accuracy_at(n, args.eval_sequences) for n in lengths}
-    files = []
-    if is_chief(strategy):
-        prefix = os.path.join(args.out, "bert_model.ckpt")
-        builder.save_weights_as_checkpoint(prefix)
-        builder.write_config(os.path.join(args.out, "bert_config.json"))
-        atomic_write(os.path.join(args.out, "vocab.txt"), lambda tmp: shutil.copyfile(find_vocab(args), tmp))
-        keras_path = os.path.join(args.out, "model.keras")
-        atomic_write(keras_path, model.save, suffix=".keras")
-        files = [prefix + ".index/.data-*", keras_path]
-        if os.path.isdir(os.path.join(args.out, "logs")):
-            files.append(os.path.join(args.out, "logs") + " (TensorBoard)")
-    rows = [("steps", f"{summary['start_step']} -> {summary['steps']}"
-             + (f" (resumed from step {summary['start_step']})" if summary["start_step"] else "")),
-            ("tokens/s", f"{summary['tokens_per_second']:.0f}" if np.isfinite(summary["tokens_per_second"]) else "-"),
-            ("final train MLM accuracy", f"{summary['logs'].get('mlm_accuracy', float('nan')):.1%}")]
-    for n in lengths:
-        rows.append((f"MLM accuracy at {n} tokens", (f"{before[n]:.1%} -> " if n in before else "") + f"{after[n]:.1%}"))
-    if not lengths:
-        rows.append(("MLM accuracy", "not measured (--holdout 0)"))
-    rows += [("files", ", ".join(files)), ("checkpoints", summary["checkpoints"])]
-    print_summary(rows)
+    files = _save_pretrained(args, model, builder) if is_chief(strategy) else []
+    print_summary(_summary_rows(summary, lengths, before, after, files))
     write_text_atomically(os.path.join(args.out, "summary.json"), json.dumps(
         {"before": before, "after": after, **{k: v for k, v in summary.items()}}, indent=2, default=str))
 
