@@ -25,6 +25,8 @@ import keras
 import tensorflow as tf
 from keras import ops
 
+from bert4long.ops.dropout import SeededDropout, recompute
+
 MASKED_SCORE = -1e12  # bert4keras's -K.infinity(): exp() underflows to exactly 0.
 
 _KERNELS = {}
@@ -76,7 +78,7 @@ class AttentionKernel(keras.layers.Layer):
     `supports_bias = False` when a dense ``[L, L]`` bias cannot be applied.
 
     In eager mode (a plain `tf.GradientTape`, ``fit(run_eagerly=True)``) `attend`
-    runs under `bert4long.layers.dropout.recompute`: a `GradientTape` keeps the
+    runs under `bert4long.ops.dropout.recompute`: a `GradientTape` keeps the
     inputs of every recorded operation, several ``[heads, L, window]`` tensors per
     layer that a `tf.function` would have freed, so the kernel keeps only its
     inputs and is recomputed in the backward pass (the same numbers, dropout
@@ -88,9 +90,6 @@ class AttentionKernel(keras.layers.Layer):
     recompute_eagerly = True
 
     def __init__(self, dropout_rate=0.0, causal=False, seed=None, dropout_seed=None, **kwargs):
-        # Imported here: importing bert4long.layers imports this package.
-        from bert4long.layers.dropout import SeededDropout
-
         super().__init__(**kwargs)
         self.dropout_rate = dropout_rate
         self.causal = causal
@@ -128,9 +127,6 @@ class AttentionKernel(keras.layers.Layer):
             )
         if not (self.recompute_eagerly and tf.executing_eagerly()):
             return self.attend(q, k, v, key_mask=key_mask, bias=bias, hidden=hidden, training=training)
-        # Imported here, as SeededDropout above.
-        from bert4long.layers.dropout import recompute
-
         tensors = [t for t in (q, k, v, bias, hidden) if t is not None]
         present = [t is not None for t in (bias, hidden)]
 

@@ -51,7 +51,7 @@ class ChunkedAttention(AttentionKernel):
         self.seed_generator = keras.random.SeedGenerator(self.effective_dropout_seed, name="dropout_seed")
         self._pinned_state = None
 
-    # `Recompute`'s pinning protocol (see bert4long.layers.dropout): both passes use one per-call seed.
+    # `Recompute`'s pinning protocol (see bert4long.ops.dropout): both passes use one per-call seed.
     def random_state(self):
         return tf.identity(self.seed_generator.state.value)
 
