@@ -257,9 +257,9 @@ class Transformer:
         reader = self.open_checkpoint(checkpoint_path)
         load_mapped_weights(self, reader)
         self.check_checkpoint_matches(reader, partial_load)
-        for layer in self.model.layers:
-            if isinstance(getattr(layer, "layer", layer), MultiHeadAttention):  # also inside Recompute
-                layer.init_kernel_from_projections()
+        for layer in self.model.layers:  # layers that derive weights from loaded ones (attention kernels)
+            if hasattr(layer, "after_weights_loaded"):
+                layer.after_weights_loaded()
 
     def check_checkpoint_matches(self, reader, partial_load=False):
         """Raise ``ValueError`` where ``reader``'s checkpoint and this configuration disagree (see
