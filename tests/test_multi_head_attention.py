@@ -23,12 +23,15 @@ def test_old_names_are_the_new_class():
 
 
 def test_file_saved_before_the_move_and_rename_loads():
-    """Saved by the code where the kernel was ``.kernel`` in bert4long/layers/attention.py; its
-    sliding-window global projections, LSH rotations and dropout step were changed before saving."""
+    """Saved by the code where the kernel was ``.kernel`` in bert4long/layers/attention.py (and NEZHA's
+    positions were no kernel); its sliding-window global projections, LSH rotations and dropout steps
+    were changed before saving."""
     model = keras.saving.load_model(DATA / "mha_saved_before_rename.keras")
     data = np.load(DATA / "mha_saved_before_rename.npz")
     np.testing.assert_array_equal(model.predict([data["x"], data["mask"]], verbose=0), data["y"])
     assert int(model.get_layer("full_attention").attention_kernel.probs_dropout.step.numpy()) == 7
+    nezha = model.get_layer("nezha_attention").attention_kernel
+    assert isinstance(nezha, TypicalRelativeAttention) and int(nezha.probs_dropout.step.numpy()) == 5
 
 
 def test_round_trip_saves_the_kernel_under_its_name(tmp_path):
