@@ -25,6 +25,11 @@ import keras
 import numpy as np
 from keras import ops
 
+from bert4long.layers import activations
+from bert4long.ops.positions import apply_rotary_position_embeddings
+from bert4long.ops.schedules import piecewise_linear
+from bert4long.ops.sequences import align, sequence_masking
+
 __all__ = [
     "keras",
     "K",
@@ -301,8 +306,6 @@ def set_gelu(version):
             f"set_gelu({version!r}): unknown gelu version; use one of {GELU_FORMS} "
             "('erf' is the exact form, 'tanh' the approximation)."
         )
-    from bert4long.layers import activations  # here, not above: bert4long.layers imports this module
-
     activations.set_default_gelu(form)
 
 
@@ -341,26 +344,6 @@ def search_layer(inputs, name, exclude_from=None):
     return None
 
 
-def align(tensor, axes, ndim=None):
-    """Insert unit axes so that axis ``i`` of ``tensor`` becomes axis ``axes[i]`` (batched expand_dims).
-
-    Example:
-    >>> import numpy as np
-    >>> from bert4long.backend import align
-    >>> tuple(align(np.ones((2, 5)), [0, 2], 4).shape)
-    (2, 1, 5, 1)
-    """
-    rank = len(tensor.shape)
-    if len(axes) != rank:
-        raise ValueError(f"align: got {len(axes)} axes for a rank-{rank} tensor; give one axis per tensor axis.")
-    ndim = ndim or max(axes) + 1
-    axes = [a % ndim for a in axes]
-    for axis in range(ndim):
-        if axis not in axes:
-            tensor = ops.expand_dims(tensor, axis)
-    return tensor
-
-
 def batch_gather(params, indices):
     """`tf.gather(params, indices, batch_dims=rank(indices) - 1)`: per-example gather.
 
@@ -380,75 +363,6 @@ def batch_gather(params, indices):
     return ops.take_along_axis(params, indices, axis=axis)
 
 
-def sequence_masking(x, mask=None, value=0, axis=None, bias=None, return_mask=False):
-    """Replace the padded positions of ``x`` by ``value`` (bert4keras semantics).
-
-    Args:
-        x: tensor with sequence axes.
-        mask: ``[batch, length]`` (bool or 0/1), True on real tokens.
-        value: the fill value (``-np.inf`` before a softmax, or ``'-inf'``/``'inf'``).
-        axis: sequence axis of ``x`` (default 1), or a list of axes that are all
-            masked by the same ``mask`` (e.g. ``[2, 3]`` for a score matrix).
-        bias: an extra bool mask (AND-ed) or an additive float bias.
-        return_mask: also return the broadcast bool mask.
-
-    Example:
-    >>> import numpy as np
-    >>> from bert4long.backend import sequence_masking
-    >>> np.asarray(sequence_masking(np.ones((1, 3)), np.array([[1, 1, 0]]), -1.0)).tolist()
-    [[1.0, 1.0, -1.0]]
-    """
-    if isinstance(value, str):
-        value = float(value)
-    if mask is not None:
-        axes = [1] if axis is None else (list(axis) if isinstance(axis, (list, tuple)) else [axis])
-        rank = len(x.shape)
-        axes = [a % rank for a in axes]
-        mask = ops.cast(mask, "bool")
-        full_mask = None
-        for a in axes:
-            aligned = align(mask, [0, a], rank)
-            full_mask = aligned if full_mask is None else ops.logical_and(full_mask, aligned)
-        mask = full_mask
-        if bias is not None and keras.backend.standardize_dtype(bias.dtype) == "bool":
-            mask = ops.logical_and(mask, bias)
-        elif bias is not None:
-            x = x + bias
-        x = ops.where(mask, x, ops.cast(value, x.dtype))
-    elif bias is not None:
-        if keras.backend.standardize_dtype(bias.dtype) == "bool":
-            mask = bias
-            x = ops.where(mask, x, ops.cast(value, x.dtype))
-        else:
-            x = x + bias
-    return (x, mask) if return_mask else x
-
-
-def piecewise_linear(t, schedule, from_zero=True):
-    """Piecewise-linear function of the step ``t`` (bert4keras's learning-rate multiplier).
-
-    ``schedule={1000: 1, 2000: 0.1}`` rises linearly from 0 to 1 over steps 0-1000
-    (from 0 only when ``from_zero`` and no step 0 is given), falls to 0.1 at step 2000
-    and stays there.
-
-    Example:
-    >>> from bert4long.backend import piecewise_linear
-    >>> [round(float(piecewise_linear(t, {10: 1, 20: 0.1})), 3) for t in (0, 5, 10, 15, 30)]
-    [0.0, 0.5, 1.0, 0.55, 0.1]
-    """
-    points = sorted((int(k), float(v)) for k, v in schedule.items())
-    if not points:
-        raise ValueError("piecewise_linear: the schedule is empty; give at least one {step: value}.")
-    if from_zero and points[0][0] != 0:
-        points = [(0, 0.0)] + points
-    t = ops.cast(t, "float32")
-    value = ops.zeros_like(t) + points[0][1]
-    for (t0, v0), (t1, v1) in zip(points[:-1], points[1:]):
-        segment = v0 + (v1 - v0) * (t - t0) / (t1 - t0)
-        value = ops.where(t >= t0, segment, value)
-    return ops.where(t >= points[-1][0], ops.zeros_like(t) + points[-1][1], value)
-
-
 def sinusoidal_embeddings(pos, dim, base=10000):
     """Sinusoidal encodings of positions ``pos`` (any shape), interleaved ``[sin, cos]`` pairs.
 
@@ -464,29 +378,6 @@ def sinusoidal_embeddings(pos, dim, base=10000):
     angles = ops.expand_dims(ops.cast(pos, "float32"), -1) * freqs
     pairs = ops.stack([ops.sin(angles), ops.cos(angles)], axis=-1)
     return ops.reshape(pairs, tuple(ops.shape(angles)[:-1]) + (dim,))
-
-
-def apply_rotary_position_embeddings(sinusoidal, *tensors):
-    """Rotate ``tensors`` (``[b, n, ..., d]``) by RoPE angles from ``sinusoidal`` (``[b|1, n, d]``).
-
-    Example:
-    >>> import numpy as np
-    >>> from bert4long.backend import apply_rotary_position_embeddings, sinusoidal_embeddings
-    >>> q = np.ones((1, 3, 4), "float32")
-    >>> tuple(apply_rotary_position_embeddings(sinusoidal_embeddings(np.arange(3.0), 4)[None], q).shape)
-    (1, 3, 4)
-    """
-    if not tensors:
-        raise ValueError("apply_rotary_position_embeddings: give at least one tensor to rotate.")
-    rank = len(tensors[0].shape)
-    sinusoidal = align(sinusoidal, [0, 1, rank - 1], rank)
-    cos = ops.repeat(sinusoidal[..., 1::2], 2, axis=-1)
-    sin = ops.repeat(sinusoidal[..., ::2], 2, axis=-1)
-    outputs = []
-    for x in tensors:
-        rotated = ops.reshape(ops.stack([-x[..., 1::2], x[..., ::2]], axis=-1), ops.shape(x))
-        outputs.append(x * ops.cast(cos, x.dtype) + rotated * ops.cast(sin, x.dtype))
-    return outputs[0] if len(outputs) == 1 else outputs
 
 
 def multilabel_categorical_crossentropy(y_true, y_pred):

@@ -23,7 +23,6 @@ import numpy as np
 from bert4long.checkpoints import CheckpointReader, MissingCheckpointVariableError, write_checkpoint
 from bert4long.config_keys import CONFIG_KEYS, CONFIG_RENAMES, read_config, to_google_config
 from bert4long.huggingface import HuggingFaceReader, is_huggingface_folder, read_huggingface_config
-from bert4long.layers import MultiHeadAttention
 from bert4long.outputs import write_text_atomically
 
 # Unused checkpoint variables that are not an error: heads a model may leave out, ELECTRA's generator.
@@ -288,9 +287,9 @@ class CheckpointIO:
         reader = self.open_checkpoint(checkpoint_path)
         load_mapped_weights(self, reader)
         self.check_checkpoint_matches(reader, partial_load)
-        for layer in self.model.layers:
-            if isinstance(getattr(layer, "layer", layer), MultiHeadAttention):  # also inside Recompute
-                layer.init_kernel_from_projections()
+        for layer in self.model.layers:  # layers that derive weights from loaded ones (attention kernels)
+            if hasattr(layer, "after_weights_loaded"):
+                layer.after_weights_loaded()
 
     def check_checkpoint_matches(self, reader, partial_load=False):
         """Raise ``ValueError`` where ``reader``'s checkpoint and this configuration disagree (see

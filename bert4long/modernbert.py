@@ -94,10 +94,15 @@ class ModernBertAttention(keras.layers.Layer):
         common = {"dropout_rate": attention_dropout, "name": "attention_kernel", "dtype": self.dtype_policy,
                   "dropout_seed": name_seed(self.name)}
         if window is None:
-            self.kernel = get_attention_kernel(attention, **{**common, **self.attention_config})
+            self.attention_kernel = get_attention_kernel(attention, **{**common, **self.attention_config})
         else:
-            self.kernel = get_attention_kernel("sliding_window", window=window, global_tokens=[],
-                                               max_global_tokens=0, **common)
+            self.attention_kernel = get_attention_kernel("sliding_window", window=window, global_tokens=[],
+                                                         max_global_tokens=0, **common)
+
+    @property
+    def kernel(self):
+        """The attention kernel (former name of ``attention_kernel``, kept for code and ``.keras`` files)."""
+        return self.attention_kernel
 
     def build(self, input_shape):
         dim = input_shape[0][-1]
@@ -109,8 +114,8 @@ class ModernBertAttention(keras.layers.Layer):
         self.output_dense = keras.layers.Dense(dim, name="output", **common)
         self.qkv.build(input_shape[0])
         self.output_dense.build(input_shape[0])
-        self.kernel.build_kernel(self.heads, self.head_size, dim)
-        self.kernel.build(tuple(input_shape[0][:-1]) + (self.heads, self.head_size))
+        self.attention_kernel.build_kernel(self.heads, self.head_size, dim)
+        self.attention_kernel.build(tuple(input_shape[0][:-1]) + (self.heads, self.head_size))
 
     def call(self, inputs, training=None):
         x, key_mask = inputs
@@ -118,7 +123,7 @@ class ModernBertAttention(keras.layers.Layer):
         qkv = ops.reshape(self.qkv(x), (batch, length, 3, self.heads, self.head_size))
         q, k, v = qkv[:, :, 0], qkv[:, :, 1], qkv[:, :, 2]
         q, k = apply_rotary_half(q, self.rope_theta), apply_rotary_half(k, self.rope_theta)
-        o = self.kernel(q, k, v, key_mask, hidden=x, training=training)
+        o = self.attention_kernel(q, k, v, key_mask, hidden=x, training=training)
         return self.output_dense(ops.reshape(o, (batch, length, self.heads * self.head_size)))
 
     def compute_output_shape(self, input_shape):

@@ -32,7 +32,7 @@ import types
 import keras
 from keras import ops
 
-from bert4long.backend import piecewise_linear
+from bert4long.ops.schedules import piecewise_linear
 
 __all__ = [
     "Adam",

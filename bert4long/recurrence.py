@@ -11,8 +11,6 @@ a 10,000-token document keeps every token at its own place.
 import keras
 from keras import ops
 
-from bert4long.attention import FullAttention
-
 
 def _layer(model, *names):
     for name in names:
@@ -79,17 +77,7 @@ class SegmentRecurrentEncoder(keras.layers.Layer):
     def _attention(self, layer, x, memory, key_mask, training):
         """Queries from the segment, keys/values from [memory; segment]."""
         layer = getattr(layer, "layer", layer)  # unwrap gradient-checkpointing wrappers
-        kv = ops.concatenate([memory, x], axis=1)
-        q = layer._split_heads(layer.q_dense(x), layer.key_size)
-        k = layer._split_heads(layer.k_dense(kv), layer.key_size)
-        v = layer._split_heads(layer.v_dense(kv), layer.head_size)
-        kernel = layer.kernel if isinstance(layer.kernel, FullAttention) else self._full
-        o = kernel(q, k, v, key_mask, training=training)
-        shape = ops.shape(o)
-        return layer.o_dense(ops.reshape(o, (shape[0], shape[1], layer.heads * layer.head_size)))
-
-    def build(self, input_shape):
-        self._full = FullAttention(name="memory_attention")
+        return layer.call([x, key_mask], memory=memory, training=training)
 
     def _embed(self, tokens, segments, start, training):
         e = self.encoder

@@ -360,7 +360,7 @@ def config_path(tmp_path_factory):
 @pytest.mark.parametrize("name", sorted(VARIANTS))
 def test_variant_in_model_xla_train_keras_and_savedmodel(name, config_path, tmp_path):
     model = build_transformer_model(config_path, None, attention=name, attention_config=VARIANTS[name])
-    kernel = model.get_layer("Transformer-0-MultiHeadSelfAttention").kernel
+    kernel = model.get_layer("Transformer-0-MultiHeadSelfAttention").attention_kernel
     assert kernel.get_config() == type(kernel).from_config(kernel.get_config()).get_config()
     token_ids = np.random.default_rng(0).integers(1, 50, (2, 37)).astype("int32")
     token_ids[1, 30:] = 0
@@ -383,7 +383,7 @@ def test_variant_in_model_xla_train_keras_and_savedmodel(name, config_path, tmp_
     loaded = keras.models.load_model(tmp_path / "model.keras")
     np.testing.assert_allclose(loaded(inputs), expected, atol=TOL)
     if name == "bigbird":  # the random pattern is rebuilt from the saved seed
-        loaded_kernel = loaded.get_layer("Transformer-0-MultiHeadSelfAttention").kernel
+        loaded_kernel = loaded.get_layer("Transformer-0-MultiHeadSelfAttention").attention_kernel
         np.testing.assert_array_equal(loaded_kernel.block_pattern(5)[0], kernel.block_pattern(5)[0])
     model.export(str(tmp_path / "saved"), format="tf_saved_model", verbose=False)
     restored = tf.saved_model.load(str(tmp_path / "saved"))

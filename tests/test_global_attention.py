@@ -183,7 +183,7 @@ def test_model_with_global_mask_trains_under_xla_and_round_trips(config_path, tm
 
     loss, grads = train_step(*inputs)
     assert np.isfinite(float(loss)) and all(np.isfinite(tf.convert_to_tensor(g)).all() for g in grads)
-    key_global = model.get_layer("Transformer-0-MultiHeadSelfAttention").kernel.global_projections[1].kernel
+    key_global = model.get_layer("Transformer-0-MultiHeadSelfAttention").attention_kernel.global_projections[1].kernel
     assert np.abs(np.asarray(grads[[id(v) for v in model.trainable_variables].index(id(key_global))])).max() > 0
     expected = np.asarray(model(inputs))
     model.save(tmp_path / "model.keras")

@@ -26,6 +26,7 @@ KERNELS = {
     "lsh": {"bucket_size": 4, "num_buckets": 4, "num_hashes": 1, "seed": 1},
     "longformer": {"window": 8},
     "block_sparse": {"block_size": 4, "num_random_blocks": 1, "num_heads": 2, "max_position": 64},
+    "typical_relative": {"max_relative_position": 8},
 }
 
 

@@ -1,13 +1,15 @@
-"""Attention kernels: the one seam where long-text attention variants plug in.
+"""Attention: `MultiHeadAttention` and the kernels, the one seam where long-text variants plug in.
 
-`bert4long.layers.MultiHeadAttention` projects hidden states to queries, keys and
-values with the checkpoint's weights, then hands them to an `AttentionKernel`
-looked up by name with `get_attention_kernel`.
+`MultiHeadAttention` (also ``bert4long.layers.MultiHeadAttention``) projects hidden
+states to queries, keys and values with the checkpoint's weights, then hands them
+to its ``attention_kernel``, an `AttentionKernel` looked up by name with
+`get_attention_kernel`. Kernels form probabilities with the one `masked_softmax`.
 """
 from bert4long.attention.base import (
     AttentionKernel,
     FullAttention,
     get_attention_kernel,
+    masked_softmax,
     register_attention_kernel,
 )
 from bert4long.attention.bigbird import BigBirdAttention
@@ -15,7 +17,9 @@ from bert4long.attention.block_sparse import BlockSparseAttention
 from bert4long.attention.chunked import ChunkedAttention
 from bert4long.attention.longformer import LongformerAttention
 from bert4long.attention.lsh import LSHAttention
+from bert4long.attention.multi_head import MultiHeadAttention
 from bert4long.attention.performer import PerformerAttention
+from bert4long.attention.relative import TypicalRelativeAttention
 from bert4long.attention.sliding_window import SlidingWindowAttention
 
 __all__ = [
@@ -26,8 +30,11 @@ __all__ = [
     "FullAttention",
     "LSHAttention",
     "LongformerAttention",
+    "MultiHeadAttention",
     "PerformerAttention",
     "SlidingWindowAttention",
+    "TypicalRelativeAttention",
     "get_attention_kernel",
+    "masked_softmax",
     "register_attention_kernel",
 ]

@@ -14,10 +14,12 @@ Masking conventions shared by every kernel:
   Kernels that cannot honour a dense bias raise ``ValueError`` at build time.
 * ``causal``: a Python bool fixed at construction (``application='lm'``).
 
-Scores and softmax are computed in float32 whatever the compute dtype
-(mixed precision), and dropout on attention probabilities goes through
-`AttentionKernel.dropout_probs` (a `SeededDropout`, so that `Recompute` redraws
-the same masks) so that every variant drops the same way.
+Every kernel that forms attention probabilities masks and normalises its
+scores with `masked_softmax` (float32 whatever the compute dtype, masked
+entries at `MASKED_SCORE`), and drops them with its `SeededDropout`
+(``probs_dropout``, so that `Recompute` redraws the same masks): every variant
+masks and drops the same way. (``chunked`` normalises online, block by block,
+and shares the masking step, `mask_scores`.)
 """
 import math
 
@@ -25,9 +27,59 @@ import keras
 import tensorflow as tf
 from keras import ops
 
+from bert4long.ops.dropout import SeededDropout, recompute
+
 MASKED_SCORE = -1e12  # bert4keras's -K.infinity(): exp() underflows to exactly 0.
 
 _KERNELS = {}
+
+
+def mask_scores(scores, keep, bias=None):
+    """Float32 ``scores`` plus the additive ``bias``, `MASKED_SCORE` where ``keep`` is False.
+
+    Example:
+    >>> import numpy as np
+    >>> from bert4long.attention.base import mask_scores
+    >>> mask_scores(np.zeros((1, 2), "float16"), np.array([[True, False]])).numpy().tolist()
+    [[0.0, -999999995904.0]]
+    """
+    scores = ops.cast(scores, "float32")
+    if bias is not None:
+        scores = scores + ops.cast(bias, "float32")
+    return ops.where(keep, scores, MASKED_SCORE)
+
+
+def masked_softmax(scores, keep, dropout=None, training=None, bias=None, logsumexp=False):
+    """Attention probabilities: float32 softmax over the last axis of the kept ``scores``, then ``dropout``.
+
+    Args:
+        scores: scaled scores ``[..., keys]`` in any float dtype.
+        keep: bool, broadcastable to ``scores``: False where a key is masked.
+        dropout: the kernel's `SeededDropout` (None: no dropout).
+        training: passed to ``dropout``.
+        bias: optional additive bias broadcastable to ``scores``.
+        logsumexp: also return the row log-sum-exp ``[...]``; the probabilities are
+            then ``exp(scores - logsumexp)`` (kernels that combine several softmaxes).
+
+    The softmax runs on 2-D rows (TensorFlow's CPU softmax takes rank <= 5, and
+    the backward pass keeps only the probabilities).
+
+    Example:
+    >>> import numpy as np
+    >>> from bert4long.attention.base import masked_softmax
+    >>> masked_softmax(np.zeros((1, 3)), np.array([[True, True, False]])).numpy().tolist()
+    [[0.5, 0.5, 0.0]]
+    """
+    scores = mask_scores(scores, keep, bias)
+    if logsumexp:
+        row_logsumexp = ops.logsumexp(scores, axis=-1)
+        probs = ops.exp(scores - row_logsumexp[..., None])
+    else:
+        rows = ops.reshape(scores, (-1, ops.shape(scores)[-1]))
+        probs = ops.reshape(ops.softmax(rows, axis=-1), ops.shape(scores))
+    if dropout is not None:
+        probs = dropout(probs, training=training)
+    return (probs, row_logsumexp) if logsumexp else probs
 
 
 def register_attention_kernel(name):
@@ -76,7 +128,7 @@ class AttentionKernel(keras.layers.Layer):
     `supports_bias = False` when a dense ``[L, L]`` bias cannot be applied.
 
     In eager mode (a plain `tf.GradientTape`, ``fit(run_eagerly=True)``) `attend`
-    runs under `bert4long.layers.dropout.recompute`: a `GradientTape` keeps the
+    runs under `bert4long.ops.dropout.recompute`: a `GradientTape` keeps the
     inputs of every recorded operation, several ``[heads, L, window]`` tensors per
     layer that a `tf.function` would have freed, so the kernel keeps only its
     inputs and is recomputed in the backward pass (the same numbers, dropout
@@ -88,9 +140,6 @@ class AttentionKernel(keras.layers.Layer):
     recompute_eagerly = True
 
     def __init__(self, dropout_rate=0.0, causal=False, seed=None, dropout_seed=None, **kwargs):
-        # Imported here: importing bert4long.layers imports this package.
-        from bert4long.layers.dropout import SeededDropout
-
         super().__init__(**kwargs)
         self.dropout_rate = dropout_rate
         self.causal = causal
@@ -117,6 +166,7 @@ class AttentionKernel(keras.layers.Layer):
         """Called after checkpoint weights are loaded (e.g. to copy local into global projections)."""
 
     def dropout_probs(self, probs, training=None):
+        """Drop ``probs`` with the kernel's `SeededDropout` (`masked_softmax` does it when given ``probs_dropout``)."""
         return self.probs_dropout(probs, training=training)
 
     def call(self, q, k, v, key_mask, bias=None, hidden=None, training=None):
@@ -128,9 +178,6 @@ class AttentionKernel(keras.layers.Layer):
             )
         if not (self.recompute_eagerly and tf.executing_eagerly()):
             return self.attend(q, k, v, key_mask=key_mask, bias=bias, hidden=hidden, training=training)
-        # Imported here, as SeededDropout above.
-        from bert4long.layers.dropout import recompute
-
         tensors = [t for t in (q, k, v, bias, hidden) if t is not None]
         present = [t is not None for t in (bias, hidden)]
 
@@ -168,19 +215,34 @@ class FullAttention(AttentionKernel):
     TensorShape([1, 5, 2, 4])
     """
 
-    def attention_probs(self, scores, key_mask, bias=None, training=None):
-        """Masked float32 softmax over keys of scaled ``[batch, heads, q, k]`` scores, then dropout."""
-        scores = ops.cast(scores, "float32")
-        if bias is not None:
-            scores = scores + ops.cast(bias, "float32")
+    def keep_mask(self, key_mask, length):
+        """Bool ``[batch, 1, length or 1, length]``: real keys, and (``causal``) not after the query."""
         keep = ops.cast(key_mask, "bool")[:, None, None, :]
         if self.causal:
-            positions = ops.arange(ops.shape(scores)[2])
+            positions = ops.arange(length)
             keep = ops.logical_and(keep, causal_keep(positions, positions)[None, None])
-        probs = ops.softmax(ops.where(keep, scores, MASKED_SCORE), axis=-1)
-        return self.dropout_probs(probs, training=training)
+        return keep
+
+    def attention_probs(self, scores, key_mask, bias=None, training=None):
+        """Masked float32 softmax over keys of scaled ``[batch, heads, q, k]`` scores, then dropout."""
+        return masked_softmax(scores, self.keep_mask(key_mask, ops.shape(scores)[2]), self.probs_dropout, training, bias)
 
     def attend(self, q, k, v, key_mask, bias=None, hidden=None, training=None):
-        scores = ops.cast(ops.einsum("bqhd,bkhd->bhqk", q, k), "float32") / math.sqrt(q.shape[-1])
-        probs = self.attention_probs(scores, key_mask, bias, training)
-        return ops.einsum("bhqk,bkhd->bqhd", ops.cast(probs, v.dtype), v)
+        return softmax_attention(q, k, v, self.keep_mask(key_mask, ops.shape(q)[1]), self.probs_dropout, training, bias)
+
+
+def softmax_attention(q, k, v, keep, dropout=None, training=None, bias=None):
+    """Exact attention of ``q`` over ``k, v`` (``[batch, length, heads, d]``) with `masked_softmax` probabilities.
+
+    ``keep`` and the additive ``bias`` broadcast to the ``[batch, heads, q, k]`` scores.
+
+    Example:
+    >>> import numpy as np
+    >>> from bert4long.attention.base import softmax_attention
+    >>> q = np.random.rand(1, 3, 2, 4).astype("float32")
+    >>> tuple(softmax_attention(q, q, q, np.ones((1, 1, 1, 3), bool)).shape)
+    (1, 3, 2, 4)
+    """
+    scores = ops.cast(ops.einsum("bqhd,bkhd->bhqk", q, k), "float32") / math.sqrt(q.shape[-1])
+    probs = masked_softmax(scores, keep, dropout, training, bias)
+    return ops.einsum("bhqk,bkhd->bqhd", ops.cast(probs, v.dtype), v)

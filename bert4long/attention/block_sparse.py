@@ -4,18 +4,14 @@ import math
 import numpy as np
 from keras import ops
 
-from bert4long.attention.base import (
-    MASKED_SCORE,
-    AttentionKernel,
-    register_attention_kernel,
-)
+from bert4long.attention.base import AttentionKernel, masked_softmax, register_attention_kernel, softmax_attention
 from bert4long.attention.blocks import check_positive_int, pad_to_multiple, to_blocks
 
 
 def masked_softmax_attention(q, k, v, keep):
     """Softmax attention of ``q [..., q, d]`` over ``k, v [..., k, d]`` (float32 scores), ``keep`` broadcast to scores."""
     scores = ops.cast(ops.einsum("...qd,...kd->...qk", q, k), "float32") / math.sqrt(q.shape[-1])
-    probs = ops.softmax(ops.where(keep, scores, MASKED_SCORE), axis=-1)
+    probs = masked_softmax(scores, keep)
     return ops.einsum("...qk,...kd->...qd", ops.cast(probs, v.dtype), v)
 
 
@@ -99,10 +95,7 @@ class BlockSparseAttention(AttentionKernel):
         )
 
     def full_attention(self, q, k, v, key_mask, training):
-        scores = ops.cast(ops.einsum("bqhd,bkhd->bhqk", q, k), "float32") / math.sqrt(q.shape[-1])
-        probs = ops.softmax(ops.where(key_mask[:, None, None, :], scores, MASKED_SCORE), axis=-1)
-        probs = self.dropout_probs(probs, training=training)
-        return ops.einsum("bhqk,bkhd->bqhd", ops.cast(probs, v.dtype), v)
+        return softmax_attention(q, k, v, key_mask[:, None, None, :], self.probs_dropout, training)
 
     def random_blocks(self, num_blocks, training):
         """Random key blocks ``[heads or 1, num_blocks, num_random_blocks]`` of each query block (rows 0, n-1 unused)."""

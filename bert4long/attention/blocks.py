@@ -10,7 +10,7 @@ import math
 import numpy as np
 from keras import ops
 
-from bert4long.attention.base import MASKED_SCORE
+from bert4long.attention.base import masked_softmax
 
 
 def check_positive_int(value, name, kernel):
@@ -83,12 +83,10 @@ def attention_scores(q, k):
 def block_attention(kernel, q, k, v, keep, training=None):
     """Softmax attention of ``q [..., q, h, d]`` over ``k, v [..., k, h, d]``.
 
-    ``keep`` broadcasts to ``[..., h, q, k]``. One fused softmax (on 2-D rows: TensorFlow's CPU softmax takes rank <= 5), so
-    the backward pass keeps only the probabilities.
+    ``keep`` broadcasts to ``[..., h, q, k]``; probabilities from `masked_softmax`
+    with the ``kernel``'s dropout.
     """
-    scores = ops.where(keep, attention_scores(q, k), MASKED_SCORE)
-    probs = ops.reshape(ops.softmax(ops.reshape(scores, (-1, ops.shape(scores)[-1])), axis=-1), ops.shape(scores))
-    probs = kernel.dropout_probs(probs, training=training)
+    probs = masked_softmax(attention_scores(q, k), keep, kernel.probs_dropout, training)
     return ops.einsum("...hqk,...khd->...qhd", ops.cast(probs, v.dtype), v)
 
 

@@ -5,11 +5,7 @@ import keras
 import tensorflow as tf
 from keras import ops
 
-from bert4long.attention.base import (
-    MASKED_SCORE,
-    AttentionKernel,
-    register_attention_kernel,
-)
+from bert4long.attention.base import AttentionKernel, mask_scores, register_attention_kernel
 from bert4long.attention.blocks import check_positive_int, pad_to_multiple, to_blocks
 
 
@@ -51,7 +47,7 @@ class ChunkedAttention(AttentionKernel):
         self.seed_generator = keras.random.SeedGenerator(self.effective_dropout_seed, name="dropout_seed")
         self._pinned_state = None
 
-    # `Recompute`'s pinning protocol (see bert4long.layers.dropout): both passes use one per-call seed.
+    # `Recompute`'s pinning protocol (see bert4long.ops.dropout): both passes use one per-call seed.
     def random_state(self):
         return tf.identity(self.seed_generator.state.value)
 
@@ -102,13 +98,11 @@ def _online_softmax_attention(tensors, keep_blocks, seed, rate, causal):
     def block_scores(q, j, k_j, keep_j, bias_j):
         """Masked scores ``[batch, heads, q, block]`` of key block ``j`` and the kept entries."""
         scores = ops.einsum("bqhd,bkhd->bhqk", q, k_j) * scale
-        if bias_j is not None:
-            scores = scores + bias_j
         keep = keep_j[:, None, None, :]
         if causal:
             k_positions = j * block + ops.arange(block)
             keep = ops.logical_and(keep, k_positions[None, :] <= q_positions[:, None])
-        return ops.where(keep, scores, MASKED_SCORE), keep
+        return mask_scores(scores, keep, bias_j), keep
 
     def dropout_mask(j, like):
         """Inverted-dropout multipliers for block ``j``, regenerated identically in backward."""

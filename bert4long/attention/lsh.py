@@ -3,7 +3,7 @@ import math
 
 from keras import ops
 
-from bert4long.attention.base import MASKED_SCORE, AttentionKernel, register_attention_kernel
+from bert4long.attention.base import AttentionKernel, masked_softmax, register_attention_kernel
 from bert4long.attention.blocks import (
     attention_scores,
     check_positive_int,
@@ -113,9 +113,8 @@ class LSHAttention(AttentionKernel):
         own_scores = ops.sum(ops.cast(q_sorted, "float32") * ops.cast(own_k, "float32"), -1) / math.sqrt(q.shape[-1])
         scores = ops.concatenate([attention_scores(q_sorted, k_near), ops.moveaxis(own_scores, -1, 3)[..., None]], -1)
         keep = ops.concatenate([keep, ops.moveaxis(own_keep, -1, 3)[..., None]], -1)
-        scores = ops.where(keep, scores, MASKED_SCORE)
-        lse = ops.logsumexp(scores, axis=-1)  # each round's weight in the combination
-        probs = self.dropout_probs(ops.exp(scores - lse[..., None]), training=training)
+        # lse: each round's weight in the combination
+        probs, lse = masked_softmax(scores, keep, self.probs_dropout, training, logsumexp=True)
         probs = ops.cast(probs, v.dtype)
         out = ops.einsum("...hqk,...khd->...qhd", probs[..., :-1], v_near)
         out = out + ops.moveaxis(probs[..., -1], 3, -1)[..., None] * own_v  # [b, r, n, c, h, dv]

@@ -3,7 +3,7 @@ import keras
 import numpy as np
 from keras import ops
 
-from bert4long.backend import sequence_masking
+from bert4long.ops.sequences import sequence_masking
 
 
 @keras.saving.register_keras_serializable(package="bert4long")

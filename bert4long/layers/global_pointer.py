@@ -5,7 +5,8 @@ import keras
 import numpy as np
 from keras import ops
 
-from bert4long.backend import apply_rotary_position_embeddings, sequence_masking, sinusoidal_embeddings
+from bert4long.ops.positions import apply_rotary_position_embeddings, sinusoidal_embeddings
+from bert4long.ops.sequences import sequence_masking
 
 
 @keras.saving.register_keras_serializable(package="bert4long")

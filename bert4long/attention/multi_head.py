@@ -1,0 +1,218 @@
+"""Multi-head attention: BERT's Q/K/V/O projections around a pluggable attention kernel."""
+import keras
+from keras import ops
+
+from bert4long.attention.base import FullAttention, get_attention_kernel, softmax_attention
+from bert4long.ops.dropout import name_seed
+from bert4long.ops.positions import apply_rotary, check_even_dim, check_max_relative_position, sinusoidal_embeddings
+
+POSITION_BIASES = (None, "rotary", "typical_relative")
+
+
+@keras.saving.register_keras_serializable(package="bert4long")
+class MultiHeadAttention(keras.layers.Layer):
+    """Multi-head self-attention: BERT's Q/K/V/O projections around a swappable kernel.
+
+    The projections carry the checkpoint weights; how queries meet keys is the
+    job of the attention kernel named by ``attention`` (``'full'`` by default; see
+    `bert4long.attention` for the long-text variants and their ``attention_config``).
+
+    Args:
+        heads: number of attention heads.
+        head_size: size of each head's values.
+        out_dim: output size (defaults to the input size).
+        key_size: size of each head's queries/keys (defaults to ``head_size``).
+        use_bias: whether the projections have biases.
+        attention_dropout: dropout rate on attention probabilities (a `SeededDropout`
+            seeded from the layer name unless ``attention_config`` sets ``dropout_seed``).
+        attention: kernel name (``'full'``, ``'chunked'``, ``'sliding_window'``, ...).
+        attention_config: dict of kernel options.
+        causal: mask keys after each query (``application='lm'``).
+        kernel_initializer: initializer of the projection kernels.
+        position_bias: position information added inside attention (bert4keras's
+            names): ``None``; ``'rotary'`` (RoFormer: queries and keys rotated by
+            their position before the kernel, so it works with every kernel); or
+            ``'typical_relative'`` (NEZHA: clipped sinusoidal relative embeddings
+            added to the keys and to the values, by the ``'typical_relative'``
+            kernel, `TypicalRelativeAttention`; ``attention='full'`` only, and it
+            holds a ``[length, length, key_size]`` tensor per layer call).
+        max_relative_position: clipping distance of ``'typical_relative'``.
+
+    Attributes:
+        attention_kernel: the `AttentionKernel` object (``kernel`` is its former name,
+            kept so that code and ``.keras`` files from before the rename work).
+
+    Call arguments:
+        inputs: ``[x, key_mask]`` or ``[x, key_mask, bias]``: hidden states
+            ``[batch, length, dim]``, bool ``[batch, length]`` (True for real tokens) or
+            an int global-attention mask (0 padding, 1 local, 2 global: ``sliding_window``
+            makes the tokens marked 2 global, every kernel treats non-zero as real), and
+            an optional additive bias broadcastable to ``[batch, heads, length, length]``.
+        memory: optional hidden states ``[batch, memory_length, dim]`` put before the
+            inputs' keys and values (segment recurrence); ``key_mask`` then covers
+            ``[memory; inputs]``. No gradient flows into the memory. Queries attend with
+            the kernel when it is ``'full'``, else with exact full attention without
+            dropout (the other kernels expect queries and keys of one length).
+        training: enables dropout.
+
+    Example:
+    >>> import numpy as np
+    >>> from bert4long.attention import MultiHeadAttention
+    >>> layer = MultiHeadAttention(heads=2, head_size=4)
+    >>> x = np.random.rand(1, 6, 8).astype("float32")
+    >>> tuple(layer([x, np.ones((1, 6), bool)]).shape)
+    (1, 6, 8)
+    """
+
+    def __init__(
+        self,
+        heads,
+        head_size,
+        out_dim=None,
+        key_size=None,
+        use_bias=True,
+        attention_dropout=0.0,
+        attention="full",
+        attention_config=None,
+        causal=False,
+        kernel_initializer="glorot_uniform",
+        position_bias=None,
+        max_relative_position=None,
+        **kwargs,
+    ):
+        super().__init__(**kwargs)
+        if position_bias not in POSITION_BIASES:
+            raise ValueError(f"position_bias must be one of {POSITION_BIASES}, got {position_bias!r}.")
+        self.heads = heads
+        self.head_size = head_size
+        self.out_dim = out_dim
+        self.key_size = key_size or head_size
+        self.use_bias = use_bias
+        self.attention_dropout = attention_dropout
+        self.attention = attention
+        self.attention_config = dict(attention_config or {})
+        self.causal = causal
+        self.kernel_initializer = keras.initializers.get(kernel_initializer)
+        self.position_bias = position_bias
+        self.max_relative_position = max_relative_position
+        kernel_config = {"dropout_seed": name_seed(self.name), **self.attention_config}  # per-layer masks
+        if position_bias is not None:
+            check_even_dim(self.key_size, f"position_bias={position_bias!r}")
+        if position_bias == "typical_relative":
+            attention = self._typical_relative_kernel(attention, head_size)
+            kernel_config["max_relative_position"] = max_relative_position
+        self.attention_kernel = get_attention_kernel(
+            attention,
+            dropout_rate=attention_dropout,
+            causal=causal,
+            name="attention_kernel",
+            dtype=self.dtype_policy,
+            **kernel_config,
+        )
+
+    def _typical_relative_kernel(self, attention, head_size):
+        """The kernel name of NEZHA's positions, after checking that they apply."""
+        check_max_relative_position(self.max_relative_position)
+        if attention != "full":
+            raise ValueError(
+                f"position_bias='typical_relative' (NEZHA) adds relative embeddings to the scores and to "
+                f"the weighted values, which only attention='full' computes; got attention={attention!r}. "
+                "Use attention='full', or a rotary model (model='roformer') for long-text kernels."
+            )
+        if self.key_size != head_size:
+            raise ValueError(
+                f"position_bias='typical_relative' adds the same relative embeddings to keys and values, so "
+                f"key_size ({self.key_size}) must equal head_size ({head_size})."
+            )
+        return "typical_relative"
+
+    @property
+    def kernel(self):
+        """The attention kernel (former name of `attention_kernel`)."""
+        return self.attention_kernel
+
+    def _dense(self, units, name):
+        return keras.layers.Dense(
+            units,
+            use_bias=self.use_bias,
+            kernel_initializer=self.kernel_initializer,
+            name=name,
+            dtype=self.dtype_policy,
+        )
+
+    def build(self, input_shape):
+        hidden_dim = input_shape[0][-1]
+        out_dim = self.out_dim or hidden_dim
+        self.q_dense = self._dense(self.heads * self.key_size, "query")
+        self.k_dense = self._dense(self.heads * self.key_size, "key")
+        self.v_dense = self._dense(self.heads * self.head_size, "value")
+        self.o_dense = self._dense(out_dim, "output")
+        for dense in (self.q_dense, self.k_dense, self.v_dense):
+            dense.build(input_shape[0])
+        self.o_dense.build(tuple(input_shape[0][:-1]) + (self.heads * self.head_size,))
+        self.attention_kernel.build_kernel(self.heads, self.key_size, hidden_dim, value_dim=self.head_size)
+        self.attention_kernel.build(tuple(input_shape[0][:-1]) + (self.heads, self.key_size))
+
+    def _split_heads(self, x, size):
+        shape = ops.shape(x)
+        return ops.reshape(x, (shape[0], shape[1], self.heads, size))
+
+    def call(self, inputs, memory=None, training=None):
+        x, key_mask = inputs[0], inputs[1]
+        bias = inputs[2] if len(inputs) > 2 else None
+        keys_from = x if memory is None else self._with_memory(x, memory)
+        q = self._split_heads(self.q_dense(x), self.key_size)
+        k = self._split_heads(self.k_dense(keys_from), self.key_size)
+        v = self._split_heads(self.v_dense(keys_from), self.head_size)
+        if self.position_bias == "rotary":
+            sinusoids = sinusoidal_embeddings(ops.arange(ops.shape(x)[1])[None], self.key_size)
+            q, k = apply_rotary(q, sinusoids), apply_rotary(k, sinusoids)
+        if memory is None or isinstance(self.attention_kernel, FullAttention):
+            hidden = x if memory is None else None
+            o = self.attention_kernel(q, k, v, key_mask, bias=bias, hidden=hidden, training=training)
+        else:
+            o = softmax_attention(q, k, v, ops.cast(key_mask, "bool")[:, None, None, :], bias=bias)
+        shape = ops.shape(o)
+        o = ops.reshape(o, (shape[0], shape[1], self.heads * self.head_size))
+        return self.o_dense(o)
+
+    def _with_memory(self, x, memory):
+        """``[memory; x]``, the memory cut from the gradient (what segment recurrence caches)."""
+        if self.position_bias is not None or self.causal:
+            raise ValueError(
+                "MultiHeadAttention(memory=...) places the memory before the segment without positions: "
+                f"it supports neither position_bias={self.position_bias!r} nor causal=True."
+            )
+        return ops.concatenate([ops.stop_gradient(memory), x], axis=1)
+
+    def after_weights_loaded(self):
+        """Let the kernel derive its own weights from the loaded Q/K/V projections.
+
+        Model builders call it on every layer that has it once checkpoint weights are
+        loaded (e.g. Longformer-style global projections copied from the local ones).
+        """
+        self.attention_kernel.init_from_projections(self.q_dense, self.k_dense, self.v_dense)
+
+    init_kernel_from_projections = after_weights_loaded  # the hook's former name
+
+    def compute_output_shape(self, input_shape):
+        x_shape = input_shape[0]
+        return tuple(x_shape[:-1]) + (self.out_dim or x_shape[-1],)
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(
+            heads=self.heads,
+            head_size=self.head_size,
+            out_dim=self.out_dim,
+            key_size=self.key_size,
+            use_bias=self.use_bias,
+            attention_dropout=self.attention_dropout,
+            attention=self.attention,
+            attention_config=self.attention_config,
+            causal=self.causal,
+            kernel_initializer=keras.initializers.serialize(self.kernel_initializer),
+            position_bias=self.position_bias,
+            max_relative_position=self.max_relative_position,
+        )
+        return config

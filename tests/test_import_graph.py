@@ -1,0 +1,115 @@
+"""Imports only run downward: the documented level table of bert4long's modules.
+
+Every module gets a level; a module may import modules of its own level or
+below, never above. Imports inside functions (lazy imports) count too: a lazy
+import only hides a cycle, it does not remove it.
+
+    level  room            modules
+    0      foundations     bert4long.ops, bert4long.outputs, bert4long.tokenizers
+    1      attention       bert4long.attention (kernels and MultiHeadAttention)
+    2      layers          bert4long.layers
+    3      models          every other top-level module: models and model families,
+                           checkpoints and their layouts, configs, recurrence,
+                           the bert4keras facade (backend, snippets), optimizers
+    4      pipelines       bert4long.data, bert4long.training, bert4long.export,
+                           bert4long.text_serving, bert4long.distribute
+    5      entry points    bert4long.cli, bert4long (the package's __init__)
+
+A new module is placed by its prefix: the longest prefix in `LEVELS` wins, and
+a top-level module not listed is level 3 (where new model families go).
+"""
+import ast
+import pathlib
+
+PACKAGE = pathlib.Path(__file__).resolve().parents[1] / "bert4long"
+
+LEVELS = {
+    "bert4long.ops": 0,
+    "bert4long.outputs": 0,
+    "bert4long.tokenizers": 0,
+    "bert4long.attention": 1,
+    "bert4long.layers": 2,
+    "bert4long.data": 4,
+    "bert4long.training": 4,
+    "bert4long.export": 4,
+    "bert4long.text_serving": 4,
+    "bert4long.distribute": 4,
+    "bert4long.cli": 5,
+    "bert4long": 5,  # the package itself (bert4long/__init__.py)
+}
+MODELS_LEVEL = 3
+
+
+def level(module):
+    """Level of a dotted module name under `LEVELS` (longest prefix; other top-level modules: 3)."""
+    parts = module.split(".")
+    for end in range(len(parts), 0, -1):
+        prefix = ".".join(parts[:end])
+        if prefix in LEVELS and (end > 1 or len(parts) == 1):
+            return LEVELS[prefix]
+    return MODELS_LEVEL
+
+
+def module_name(path, package_dir):
+    parts = list(path.relative_to(package_dir.parent).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def imported_modules(path, package_dir):
+    """``(line, module)`` of every bert4long import in ``path``, lazy ones included."""
+    name = module_name(path, package_dir)
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            targets = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                anchor = package.split(".")[: len(package.split(".")) - node.level + 1]
+                base = ".".join(anchor + ([base] if base else []))
+            # `from bert4long import layers` imports bert4long.layers, not the package's __init__ alone
+            targets = list(dict.fromkeys(f"{base}.{alias.name}" if base == "bert4long" else base for alias in node.names))
+        else:
+            continue
+        for target in targets:
+            if target == "bert4long" or target.startswith("bert4long."):
+                yield node.lineno, target
+
+
+def upward_imports(package_dir=PACKAGE):
+    found = []
+    for path in sorted(package_dir.rglob("*.py")):
+        importer = module_name(path, package_dir)
+        for line, target in imported_modules(path, package_dir):
+            if level(target) > level(importer):
+                found.append(f"{path.relative_to(package_dir.parent)}:{line}: {importer} (level {level(importer)}) "
+                             f"imports {target} (level {level(target)})")
+    return found
+
+
+def test_level_table():
+    assert level("bert4long.ops.dropout") == 0
+    assert level("bert4long.attention.multi_head") == 1
+    assert level("bert4long.layers.attention") == 2
+    assert level("bert4long.models") == MODELS_LEVEL
+    assert level("bert4long.some_new_family") == MODELS_LEVEL
+    assert level("bert4long.training.loop") == 4
+    assert level("bert4long.cli.tasks") == 5
+    assert level("bert4long") == 5
+
+
+def test_upward_imports_are_found(tmp_path):
+    """The check can fail: a lazy upward import in a low module is reported with its line."""
+    package = tmp_path / "bert4long"
+    (package / "ops").mkdir(parents=True)
+    (package / "ops" / "bad.py").write_text("def f():\n    from bert4long.layers import dropout\n")
+    assert upward_imports(package) == [
+        "bert4long/ops/bad.py:2: bert4long.ops.bad (level 0) imports bert4long.layers (level 2)"
+    ]
+
+
+def test_no_import_runs_upward():
+    offending = upward_imports()
+    assert not offending, "imports that run up the level table (see this test's docstring):\n" + "\n".join(offending)

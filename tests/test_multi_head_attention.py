@@ -1,0 +1,92 @@
+"""MultiHeadAttention in bert4long.attention: saved files, the kernel's name, external memory."""
+import io
+import pathlib
+import zipfile
+
+import h5py
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+
+import bert4long.layers
+import bert4long.layers.attention
+from bert4long.attention import FullAttention, MultiHeadAttention, TypicalRelativeAttention, get_attention_kernel
+
+DATA = pathlib.Path(__file__).parent / "data"
+
+
+def test_old_names_are_the_new_class():
+    assert bert4long.layers.MultiHeadAttention is MultiHeadAttention
+    assert bert4long.layers.attention.MultiHeadAttention is MultiHeadAttention
+    assert keras.saving.get_registered_name(MultiHeadAttention) == "bert4long>MultiHeadAttention"
+
+
+def test_file_saved_before_the_move_and_rename_loads():
+    """Saved by the code where the kernel was ``.kernel`` in bert4long/layers/attention.py (and NEZHA's
+    positions were no kernel); its sliding-window global projections, LSH rotations and dropout steps
+    were changed before saving."""
+    model = keras.saving.load_model(DATA / "mha_saved_before_rename.keras")
+    data = np.load(DATA / "mha_saved_before_rename.npz")
+    np.testing.assert_array_equal(model.predict([data["x"], data["mask"]], verbose=0), data["y"])
+    assert int(model.get_layer("full_attention").attention_kernel.probs_dropout.step.numpy()) == 7
+    nezha = model.get_layer("nezha_attention").attention_kernel
+    assert isinstance(nezha, TypicalRelativeAttention) and int(nezha.probs_dropout.step.numpy()) == 5
+
+
+def test_round_trip_saves_the_kernel_under_its_name(tmp_path):
+    x = keras.Input((12, 8))
+    mask = keras.Input((12,), dtype="bool")
+    layer = MultiHeadAttention(heads=2, head_size=4, attention="lsh",
+                               attention_config=dict(bucket_size=4, num_buckets=2, num_hashes=1, seed=3))
+    model = keras.Model([x, mask], layer([x, mask]))
+    assert layer.kernel is layer.attention_kernel  # the former name
+    layer.attention_kernel.rotations.assign(layer.attention_kernel.rotations * 0.5)
+    inputs = [np.random.default_rng(0).standard_normal((2, 12, 8)).astype("float32"), np.ones((2, 12), bool)]
+    path = tmp_path / "model.keras"
+    model.save(path)
+    with zipfile.ZipFile(path) as archive:
+        names = []
+        h5py.File(io.BytesIO(archive.read("model.weights.h5")), "r").visit(names.append)
+    assert any(name.endswith("attention_kernel/vars/0") for name in names)
+    assert not any("/kernel/" in name for name in names)
+    loaded = keras.saving.load_model(path)
+    np.testing.assert_array_equal(loaded.predict(inputs, verbose=0), model.predict(inputs, verbose=0))
+
+
+def test_memory_is_attended_and_carries_no_gradient(rng):
+    layer = MultiHeadAttention(heads=2, head_size=4)
+    x = tf.constant(rng.standard_normal((1, 5, 8)).astype("float32"))
+    memory = tf.constant(rng.standard_normal((1, 3, 8)).astype("float32"))
+    layer([x, np.ones((1, 5), bool)])
+    keep = np.ones((1, 8), bool)
+    with tf.GradientTape(persistent=True) as tape:
+        tape.watch([x, memory])
+        y = layer([x, keep], memory=memory)
+    assert tape.gradient(y, memory) is None
+    assert tape.gradient(y, x) is not None
+    # the segment's queries see the keys and values of [memory; segment]
+    np.testing.assert_allclose(layer([tf.concat([memory, x], axis=1), keep])[:, 3:], y, atol=1e-6)
+    no_memory = layer([x, np.ones((1, 5), bool)])
+    masked_memory = layer([x, np.r_[[False] * 3, [True] * 5][None]], memory=memory)
+    assert not np.allclose(y, no_memory, atol=1e-4)
+    np.testing.assert_allclose(masked_memory, no_memory, atol=1e-6)
+
+
+@pytest.mark.parametrize("option", [dict(position_bias="rotary"), dict(causal=True)])
+def test_memory_refuses_positions_inside_attention(option):
+    layer = MultiHeadAttention(heads=2, head_size=4, **option)
+    x = np.zeros((1, 5, 8), "float32")
+    with pytest.raises(ValueError, match="memory"):
+        layer([x, np.ones((1, 7), bool)], memory=np.zeros((1, 2, 8), "float32"))
+
+
+def test_nezha_positions_are_a_registered_kernel():
+    kernel = get_attention_kernel("typical_relative", max_relative_position=4)
+    assert isinstance(kernel, TypicalRelativeAttention) and isinstance(kernel, FullAttention)
+    layer = MultiHeadAttention(heads=2, head_size=4, position_bias="typical_relative", max_relative_position=4)
+    assert isinstance(layer.attention_kernel, TypicalRelativeAttention)
+    assert layer.get_config()["attention"] == "full"  # the configuration keeps bert4keras's names
+    with pytest.raises(ValueError, match="only attention='full'"):
+        MultiHeadAttention(heads=2, head_size=4, position_bias="typical_relative", max_relative_position=4,
+                           attention="chunked")
