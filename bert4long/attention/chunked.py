@@ -86,28 +86,36 @@ class ChunkedAttention(AttentionKernel):
         return config
 
 
+class _BlockRule:
+    """How query rows meet key block ``j``: scaled, masked scores and the dropout multipliers of that block."""
+
+    def __init__(self, q, block, seed, rate, causal):
+        self.scale = 1.0 / math.sqrt(q.shape[-1])
+        self.block, self.seed, self.rate, self.causal = block, seed, rate, causal
+        self.q_positions = ops.arange(ops.shape(q)[1])
+
+    def scores(self, q, j, k_j, keep_j, bias_j):
+        """Masked scores ``[batch, heads, q, block]`` of key block ``j`` and the kept entries."""
+        scores = ops.einsum("bqhd,bkhd->bhqk", q, k_j) * self.scale
+        keep = keep_j[:, None, None, :]
+        if self.causal:
+            k_positions = j * self.block + ops.arange(self.block)
+            keep = ops.logical_and(keep, k_positions[None, :] <= self.q_positions[:, None])
+        return mask_scores(scores, keep, bias_j), keep
+
+    def dropout_mask(self, j, like):
+        """Inverted-dropout multipliers for block ``j``, regenerated identically in backward."""
+        noise = tf.random.stateless_uniform(ops.shape(like), seed=ops.cast(self.seed, "int32") + ops.stack([0, j]))
+        return ops.cast(noise >= self.rate, like.dtype) / (1.0 - self.rate)
+
+
 def _online_softmax_attention(tensors, keep_blocks, seed, rate, causal):
     """``tensors = [q, k_blocks, v_blocks(, bias_blocks)]`` -> ``[batch, q, heads, dv]`` (float32)."""
     q = tensors[0]
-    block = tensors[1].shape[2]
-    scale = 1.0 / math.sqrt(q.shape[-1])
-    q_positions = ops.arange(ops.shape(q)[1])
+    rule = _BlockRule(q, tensors[1].shape[2], seed, rate, causal)
+    scale = rule.scale
     steps = ops.arange(ops.shape(tensors[1])[0])
     bias_axes = None if len(tensors) < 4 else [a for a in range(3) if tensors[3].shape[a + 1] == 1]
-
-    def block_scores(q, j, k_j, keep_j, bias_j):
-        """Masked scores ``[batch, heads, q, block]`` of key block ``j`` and the kept entries."""
-        scores = ops.einsum("bqhd,bkhd->bhqk", q, k_j) * scale
-        keep = keep_j[:, None, None, :]
-        if causal:
-            k_positions = j * block + ops.arange(block)
-            keep = ops.logical_and(keep, k_positions[None, :] <= q_positions[:, None])
-        return mask_scores(scores, keep, bias_j), keep
-
-    def dropout_mask(j, like):
-        """Inverted-dropout multipliers for block ``j``, regenerated identically in backward."""
-        noise = tf.random.stateless_uniform(ops.shape(like), seed=ops.cast(seed, "int32") + ops.stack([0, j]))
-        return ops.cast(noise >= rate, like.dtype) / (1.0 - rate)
 
     @tf.custom_gradient
     def attention(*tensors):
@@ -122,13 +130,13 @@ def _online_softmax_attention(tensors, keep_blocks, seed, rate, causal):
         def forward_step(carry, x):
             j, k_j, v_j, keep_j, bias_j = _unpack(x)
             m, l, acc = carry
-            scores, _ = block_scores(q, j, k_j, keep_j, bias_j)
+            scores, _ = rule.scores(q, j, k_j, keep_j, bias_j)
             m_new = ops.maximum(m, ops.max(scores, axis=-1))
             p = ops.exp(scores - m_new[..., None])
             correction = ops.exp(m - m_new)
             l = l * correction + ops.sum(p, axis=-1)
             if rate:
-                p = p * dropout_mask(j, p)
+                p = p * rule.dropout_mask(j, p)
             acc = acc * correction[..., None] + ops.einsum("bhqk,bkhd->bhqd", p, v_j)
             return (m_new, l, acc), None
 
@@ -148,11 +156,11 @@ def _online_softmax_attention(tensors, keep_blocks, seed, rate, causal):
 
             def backward_step(d_q, x):
                 j, k_j, v_j, keep_j, bias_j = _unpack(x)
-                scores, keep = block_scores(q, j, k_j, keep_j, bias_j)
+                scores, keep = rule.scores(q, j, k_j, keep_j, bias_j)
                 p = ops.exp(scores - lse[..., None])
                 d_p = ops.einsum("bhqd,bkhd->bhqk", d_out, v_j)
                 if rate:
-                    mask = dropout_mask(j, p)
+                    mask = rule.dropout_mask(j, p)
                     d_v = ops.einsum("bhqk,bhqd->bkhd", p * mask, d_out)
                     d_p = d_p * mask
                 else:
