@@ -33,7 +33,7 @@ KERNELS = {"chunked": {"block_size": 128}, "sliding_window": {"window": 128, "gl
 MIB = 2**20
 CEILING = 128 * MIB     # peak of one step above the memory before it
 RATIO = 1.5             # eager (and run_eagerly) peak over the tf.function peak ...
-SLACK = 16 * MIB        # ... plus this much: allocator and eager bookkeeping, not the kernel
+SLACK = 32 * MIB        # ... plus this much: allocator and eager bookkeeping (measured 16-23 MiB), not the kernel
 HARD_CAP = 3 * 2**30    # the parent kills a child whose resident memory passes this
 
 
