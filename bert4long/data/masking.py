@@ -96,16 +96,19 @@ class MLMMasker:
 
     @classmethod
     def from_tokenizer(cls, tokenizer, max_predictions, whole_word=False, **kwargs):
-        """A masker for ``tokenizer``'s vocab; ``whole_word`` masks whole words.
+        """A masker for ``tokenizer``'s vocab; ``whole_word`` masks whole words (WordPiece ``##``).
 
-        Random replacements never draw a bracketed token (``[unused1]``...).
+        The tokenizer's own special ids (``[PAD]`` or ``<pad>``, ``<s>``, ``<mask>``, and
+        every token a ``tokenizer.json`` registers as special) are never masked, and
+        random replacements never draw them nor a bracketed token (``[unused1]``...).
         """
+        special = set(getattr(tokenizer, "registered_special_ids", tokenizer.special_ids))
         tokens = [tokenizer.id_to_token(i) for i in range(tokenizer.vocab_size)]
-        kwargs.setdefault("random_pool", [i for i, t in enumerate(tokens) if t and not is_special(t)])
+        kwargs.setdefault("random_pool", [i for i, t in enumerate(tokens)
+                                          if t and not is_special(t) and i not in special])
         if whole_word:
             kwargs["continuation_ids"] = [i for i, t in enumerate(tokens) if t and t.startswith("##")]
-        return cls(tokenizer.vocab_size, tokenizer.mask_id, tokenizer.special_ids,
-                   max_predictions, **kwargs)
+        return cls(tokenizer.vocab_size, tokenizer.mask_id, sorted(special), max_predictions, **kwargs)
 
     def __call__(self, token_ids, seed):
         ids = tf.cast(token_ids, tf.int32)

@@ -134,6 +134,13 @@ class HuggingFaceTokenizer:
         return sorted({i for i in ids if i is not None})
 
     @property
+    def registered_special_ids(self) -> list[int]:
+        """Ids of every token the file registers as special (``<s>``, ``<|endoftext|>``, ``[PAD]``...): text
+        never contains them, so MLM masking neither predicts nor draws them."""
+        added = self._tokenizer.get_added_tokens_decoder()
+        return sorted({i for i, token in added.items() if token.special} | set(self.special_ids))
+
+    @property
     def fingerprint(self) -> str:
         """Hex digest of the tokenizer file and its special tokens."""
         state = [self._tokenizer.to_str(), [getattr(self, f"_token_{role}") for role, _, _ in ROLES]]
