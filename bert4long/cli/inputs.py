@@ -165,13 +165,15 @@ def tokenizer_for(args, vocab_path=None):
 
 
 def describe_tokenizer(tokenizer, args):
-    """One line naming the tokenizer a command uses and where it came from.
+    r"""One line naming the tokenizer a command uses and where it came from.
 
+    >>> import os, tempfile
     >>> from argparse import Namespace
     >>> from bert4long.tokenizers import Tokenizer
-    >>> tok = Tokenizer({"[PAD]": 0, "[UNK]": 1, "[CLS]": 2, "[SEP]": 3, "[MASK]": 4})
-    >>> describe_tokenizer(tok, Namespace(vocab="vocab.txt", lower_case=True))
-    'tokenizer: WordPiece, uncased, 5 entries (vocab.txt); [CLS] 2, [SEP] 3, pad 0, mask 4'
+    >>> path = os.path.join(tempfile.mkdtemp(), "vocab.txt")
+    >>> _ = open(path, "w").write("[PAD]\n[UNK]\n[CLS]\n[SEP]\n[MASK]\n")
+    >>> describe_tokenizer(Tokenizer(path), Namespace(vocab=path, lower_case=True))
+    'tokenizer: WordPiece, uncased, 5 entries (.../vocab.txt); [CLS] 2, [SEP] 3, pad 0, mask 4'
     """
     from bert4long.tokenizers import Tokenizer
 
