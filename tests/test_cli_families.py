@@ -94,7 +94,11 @@ def data(tmp_path_factory):
     train = root / "train.jsonl"
     train.write_text("".join(json.dumps({"text": text, "label": "city" if "city" in text else "other"}) + "\n"
                              for text in CORPUS[:4] + ["A short one.", "Rome."]), encoding="utf-8")
-    return {"corpus": str(corpus), "train": str(train)}
+    tagged = root / "tagged.jsonl"
+    tagged.write_text("".join(json.dumps({"tokens": words, "tags": ["LOC" if w[0].isupper() else "O" for w in words]})
+                              + "\n" for words in (["Paris", "is", "a", "city"], ["the", "fox", "saw", "Rome"],
+                                                   ["Berlin", "and", "Rome"])), encoding="utf-8")
+    return {"corpus": str(corpus), "train": str(train), "tagged": str(tagged)}
 
 
 def run(argv, capsys):
@@ -173,6 +177,17 @@ def test_longformer_finetune_global_cls_predict_export_info(folders, data, tmp_p
     assert "longformer.encoder.layer.0.attention.self.query_global.weight [32, 32]" in out
     assert "tokenizer: HuggingFaceTokenizer" in out and "<s> 0, </s> 2, pad 1, mask 4" in out and "MLM" in out
 
+    run(["finetune", "--task", "tokens", "--checkpoint", folder, "--train", str(data["tagged"]), "--seq-len", "16",
+         "--steps", "2", "--batch-size", "2", "--save-every", "2", "--no-xla", "--quiet",
+         "--out", str(tmp_path / "tagger")], capsys)
+    tagger = keras.models.load_model(str(tmp_path / "tagger" / "tagger.keras"))
+    assert tagger.get_layer("Global-Attention-Mask").positions == [0]
+    tags = tmp_path / "tags.jsonl"
+    run(["predict", "--run", str(tmp_path / "tagger"), "--input", str(data["tagged"]), "--output", str(tags),
+         "--quiet"], capsys)
+    first = json.loads(tags.read_text().splitlines()[0])
+    assert len(first["tags"]) == len(first["tokens"]) == 4
+
     served = tmp_path / "served"
     out, _ = run(["export", "--checkpoint", folder, "--out", str(served)], capsys)
     assert "sequence_output" in out
@@ -232,3 +247,19 @@ def test_modernbert_finetune_and_predict_without_segment_ids(folders, data, tmp_
     assert len(predictions.read_text().splitlines()) == 6
     out, _ = run(["info", folder], capsys)
     assert "tokenizer: HuggingFaceTokenizer" in out and "[CLS]" in out and "heads: MLM" in out
+
+
+def test_a_tokenizer_that_pads_with_another_id_is_refused(folders, data, tmp_path, capsys):
+    import shutil
+
+    folder = tmp_path / "mismatched"
+    shutil.copytree(folders["longformer"], folder)
+    config = json.loads((folder / "config.json").read_text())
+    (folder / "config.json").write_text(json.dumps({**config, "pad_token_id": 0}))
+    status = main(["pretrain", "--checkpoint", str(folder), "--corpus", data["corpus"], "--seq-len", "16",
+                   "--out", str(tmp_path / "run")])
+    err = capsys.readouterr().err
+    assert status == 1 and "pads with id 1" in err and "pad_token_id=0" in err
+    status = main(["pretrain", "--checkpoint", folders["longformer"], "--corpus", data["corpus"], "--uncased", "--seq-len", "16",
+                   "--out", str(tmp_path / "run")])
+    assert status == 1 and "--uncased applies to WordPiece vocabularies" in capsys.readouterr().err

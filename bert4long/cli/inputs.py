@@ -161,7 +161,20 @@ def tokenizer_for(args, vocab_path=None):
     if getattr(args, "checkpoint", None) or getattr(args, "config", None):
         check_vocab_size(tokenizer.vocab_size, args.config, args.checkpoint, vocab_path=source,
                          allow_padded=folder is not None)
+        check_pad_id(tokenizer, args, source)
     return tokenizer
+
+
+def check_pad_id(tokenizer, args, source):
+    """Refuse a tokenizer whose padding id is not the model's ``pad_token_id`` (the model finds padding by it)."""
+    from bert4long.huggingface import is_huggingface_folder, read_huggingface_config
+
+    if getattr(args, "config", None) is None and is_huggingface_folder(getattr(args, "checkpoint", None)):
+        model_pad = read_huggingface_config(args.checkpoint).get("pad_token_id")
+        if None not in (model_pad, tokenizer.pad_id) and model_pad != tokenizer.pad_id:
+            raise ValueError(f"{source} pads with id {tokenizer.pad_id} but the model's config.json in "
+                             f"{args.checkpoint!r} says pad_token_id={model_pad}: padding would be read as text. "
+                             "Use the tokenizer that came with this checkpoint (or fix pad_token_id).")
 
 
 def describe_tokenizer(tokenizer, args):
