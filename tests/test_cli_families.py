@@ -146,22 +146,29 @@ def test_pretrain_feeds_the_tokenizers_ids(folders, data, family, tmp_path, caps
         assert load_tokenizer(out_dir).encode("A city.") == tokenizer.encode("A city.")
 
 
-def test_longformer_finetune_global_cls_predict_export_info(folders, data, tmp_path, capsys):
+def test_longformer_finetune_global_cls_predict_export_info(folders, data, tmp_path, capsys, monkeypatch):
     import keras
 
     folder = folders["longformer"]
-    common = ["finetune", "--checkpoint", folder, "--train", data["train"], "--seq-len", str(SEQ_LEN), "--steps", "2",
-              "--batch-size", "2", "--save-every", "2", "--no-xla", "--quiet"]
+    common = ["finetune", "--checkpoint", folder, "--train", data["train"], "--seq-len", str(SEQ_LEN), "--steps", "1",
+              "--batch-size", "2", "--save-every", "1", "--no-xla", "--quiet"]
     run(common + ["--out", str(tmp_path / "global")], capsys)
-    run(common + ["--out", str(tmp_path / "local"), "--no-global-cls"], capsys)
     model = keras.models.load_model(str(tmp_path / "global" / "classifier.keras"))
     mask = model.get_layer("Global-Attention-Mask")
     assert mask.positions == [0] and mask.pad_token_id == 1
     ids = np.array([[0, 50, 51, 2, 1, 1]], "int32")
     assert np.asarray(mask(ids)).tolist() == [[2, 1, 1, 1, 0, 0]]
-    local = keras.models.load_model(str(tmp_path / "local" / "classifier.keras"))
-    assert "Global-Attention-Mask" not in [layer.name for layer in local.layers]
     assert {"vocab.json", "merges.txt", "finetune.json"} <= set(os.listdir(tmp_path / "global"))
+    asked = []
+
+    def stop(*args, **kwargs):   # --no-global-cls reaches build_classifier (whose off switch the test below checks)
+        asked.append(kwargs["global_tokens"])
+        raise ValueError("stopped")
+
+    with monkeypatch.context() as patch:
+        patch.setattr(bert4long.training, "build_classifier", stop)
+        assert main(common + ["--out", str(tmp_path / "local"), "--no-global-cls"]) == 1
+    assert asked == [None] and "stopped" in capsys.readouterr().err
 
     predictions = tmp_path / "predictions.jsonl"
     run(["predict", "--run", str(tmp_path / "global"), "--input", data["train"], "--output", str(predictions),
@@ -178,7 +185,7 @@ def test_longformer_finetune_global_cls_predict_export_info(folders, data, tmp_p
     assert "tokenizer: HuggingFaceTokenizer" in out and "<s> 0, </s> 2, pad 1, mask 4" in out and "MLM" in out
 
     run(["finetune", "--task", "tokens", "--checkpoint", folder, "--train", str(data["tagged"]), "--seq-len", "16",
-         "--steps", "2", "--batch-size", "2", "--save-every", "2", "--no-xla", "--quiet",
+         "--steps", "1", "--batch-size", "2", "--save-every", "1", "--no-xla", "--quiet",
          "--out", str(tmp_path / "tagger")], capsys)
     tagger = keras.models.load_model(str(tmp_path / "tagger" / "tagger.keras"))
     assert tagger.get_layer("Global-Attention-Mask").positions == [0]
