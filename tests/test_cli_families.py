@@ -144,6 +144,10 @@ def test_pretrain_feeds_the_tokenizers_ids(folders, data, family, tmp_path, caps
     else:  # a Hugging Face folder the next command (and transformers) reads, tokenizer included
         assert {"config.json", "model.safetensors"} <= set(saved)
         assert load_tokenizer(out_dir).encode("A city.") == tokenizer.encode("A city.")
+        trained = build_transformer_model(checkpoint_path=out_dir, with_mlm="linear")
+        ids = np.array([tokenizer.encode("A city and a fox.")[0]], "int32")
+        logits = trained.predict([ids] if family == "modernbert" else [ids, ids * 0], verbose=0)
+        assert logits.shape == (1, ids.shape[1], trained.output_shape[-1]) and np.isfinite(logits).all()
 
 
 def test_longformer_finetune_global_cls_predict_export_info(folders, data, tmp_path, capsys, monkeypatch):
@@ -270,3 +274,12 @@ def test_a_tokenizer_that_pads_with_another_id_is_refused(folders, data, tmp_pat
     status = main(["pretrain", "--checkpoint", folders["longformer"], "--corpus", data["corpus"], "--uncased", "--seq-len", "16",
                    "--out", str(tmp_path / "run")])
     assert status == 1 and "--uncased applies to WordPiece vocabularies" in capsys.readouterr().err
+
+
+def test_window_pooling_skips_windows_of_the_models_padding_id():
+    from bert4long.training.finetune import MeanOverChunks
+
+    vectors = np.array([[1.0], [3.0], [100.0]], "float32")
+    ids = np.array([[[0, 5], [0, 6], [1, 1]]], "int32")          # the last window is RoBERTa padding (id 1)
+    assert np.asarray(MeanOverChunks(pad_token_id=1)([vectors, ids])).tolist() == [[2.0]]
+    assert np.asarray(MeanOverChunks()([vectors, ids]))[0, 0] > 30   # a BERT pad id (0) would count it
