@@ -256,6 +256,9 @@ def test_modernbert_finetune_and_predict_without_segment_ids(folders, data, tmp_
     run(["predict", "--run", str(tmp_path / "run"), "--input", data["train"], "--output", str(predictions),
          "--quiet"], capsys)
     assert len(predictions.read_text().splitlines()) == 6
+    out, err = run(["evaluate", "--checkpoint", folder, "--corpus", data["corpus"], "--seq-len", str(SEQ_LEN),
+                    "--max-sequences", "4", "--batch-size", "2"], capsys)
+    assert "tokenizer: HuggingFaceTokenizer" in err and json.loads(out.splitlines()[-1])["predictions"] > 0
     out, _ = run(["info", folder], capsys)
     assert "tokenizer: HuggingFaceTokenizer" in out and "[CLS]" in out and "heads: MLM" in out
 
@@ -271,6 +274,10 @@ def test_a_tokenizer_that_pads_with_another_id_is_refused(folders, data, tmp_pat
                    "--out", str(tmp_path / "run")])
     err = capsys.readouterr().err
     assert status == 1 and "pads with id 1" in err and "pad_token_id=0" in err
+    status = main(["pretrain", "--checkpoint", folders["longformer"], "--corpus", data["corpus"], "--seq-len", "80",
+                   "--out", str(tmp_path / "run")])
+    err = capsys.readouterr().err
+    assert status == 1 and "use --seq-len 64 or less" in err and "hierarchical" not in err
     status = main(["pretrain", "--checkpoint", folders["longformer"], "--corpus", data["corpus"], "--uncased", "--seq-len", "16",
                    "--out", str(tmp_path / "run")])
     assert status == 1 and "--uncased applies to WordPiece vocabularies" in capsys.readouterr().err
