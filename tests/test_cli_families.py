@@ -1,7 +1,9 @@
-"""The bert4long command on Hugging Face folders of RoBERTa, Longformer and ModernBERT, with their own tokenizers.
+"""The bert4long command on Hugging Face folders of RoBERTa, Longformer, ModernBERT and BigBird, with their own
+tokenizers.
 
 Each folder holds a tiny random model saved by transformers' own class and a byte-level BPE tokenizer trained
-here with the `tokenizers` library (vocab.json + merges.txt for RoBERTa / Longformer, a tokenizer.json with
+here with the `tokenizers` library (vocab.json + merges.txt for RoBERTa / Longformer / BigBird (block-sparse
+attention at 24 tokens, blocks of 2; its released tokenizer is sentencepiece), a tokenizer.json with
 [CLS]/[SEP] templates for ModernBERT), saved by transformers' tokenizer classes. The commands run in-process
 through `bert4long.cli.main`: pretrain must feed the tokenizer's own ids (mask, padding, start), finetune on a
 Longformer must give the first token global attention, export must serve the Python model's numbers.
@@ -83,6 +85,8 @@ def folders(tmp_path_factory):
         "longformer": _roberta_style(root / "longformer", "LongformerForMaskedLM", "LongformerConfig",
                                      attention_window=[4, 8], max_position_embeddings=66, type_vocab_size=1),
         "modernbert": _modernbert(root / "modernbert"),
+        "big_bird": _roberta_style(root / "big_bird", "BigBirdForMaskedLM", "BigBirdConfig", block_size=2,
+                                   num_random_blocks=1, max_position_embeddings=64, sep_token_id=2),
     }
 
 
@@ -108,7 +112,7 @@ def run(argv, capsys):
     return out, err
 
 
-@pytest.mark.parametrize("family", ["roberta", "longformer", "modernbert"])
+@pytest.mark.parametrize("family", ["roberta", "longformer", "modernbert", "big_bird"])
 def test_pretrain_feeds_the_tokenizers_ids(folders, data, family, tmp_path, capsys, monkeypatch):
     folder = folders[family]
     tokenizer = load_tokenizer(folder)
