@@ -294,3 +294,21 @@ def test_window_pooling_skips_windows_of_the_models_padding_id():
     ids = np.array([[[0, 5], [0, 6], [1, 1]]], "int32")          # the last window is RoBERTa padding (id 1)
     assert np.asarray(MeanOverChunks(pad_token_id=1)([vectors, ids])).tolist() == [[2.0]]
     assert np.asarray(MeanOverChunks()([vectors, ids]))[0, 0] > 30   # a BERT pad id (0) would count it
+
+
+def test_masker_of_a_sentencepiece_folder_never_masks_its_specials(tmp_path):
+    """An ALBERT-style folder (a sentencepiece .model alone): the masker keeps [CLS]/[SEP]/<pad> out."""
+    import io
+
+    spm = pytest.importorskip("sentencepiece")
+    from bert4long.data.masking import MLMMasker
+
+    model = io.BytesIO()
+    spm.SentencePieceTrainer.train(sentence_iterator=iter(CORPUS * 4), model_writer=model, vocab_size=60,
+                                   user_defined_symbols=["[CLS]", "[SEP]", "[MASK]"], pad_id=3, minloglevel=2)
+    (tmp_path / "spiece.model").write_bytes(model.getvalue())
+    tokenizer = load_tokenizer(tmp_path)
+    masker = MLMMasker.from_tokenizer(tokenizer, max_predictions=4)
+    specials = [tokenizer.cls_id, tokenizer.sep_id, tokenizer.mask_id, tokenizer.pad_id]
+    assert masker.mask_id == tokenizer.token_to_id("[MASK]") and masker.special[specials].all()
+    assert not np.isin(masker.random_pool, specials).any()

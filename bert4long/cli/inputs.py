@@ -46,7 +46,9 @@ def max_position_of(args):
     return None
 
 
-TOKENIZER_FILES = ("tokenizer.json", "vocab.json", "merges.txt", "tokenizer_config.json", "special_tokens_map.json")
+# The files of a non-WordPiece tokenizer a run copies beside its model (and a sentencepiece *.model).
+COPIED_TOKENIZER_FILES = ("tokenizer.json", "vocab.json", "merges.txt", "added_tokens.json", "tokenizer_config.json",
+                          "special_tokens_map.json")
 
 
 def _wordpiece_folder(folder):
@@ -107,7 +109,7 @@ def tokenizer_files(args):
     if folder is None:
         return [find_vocab(args)]
     names = sorted(os.listdir(folder))
-    return [os.path.join(folder, n) for n in names if n in TOKENIZER_FILES or n.endswith(".model")]
+    return [os.path.join(folder, n) for n in names if n in COPIED_TOKENIZER_FILES or n.endswith(".model")]
 
 
 def vocab_is_cased(tokens):

@@ -102,7 +102,7 @@ class MLMMasker:
         every token a ``tokenizer.json`` registers as special) are never masked, and
         random replacements never draw them nor a bracketed token (``[unused1]``...).
         """
-        special = set(getattr(tokenizer, "registered_special_ids", tokenizer.special_ids))
+        special = set(_never_masked(tokenizer))
         tokens = [tokenizer.id_to_token(i) for i in range(tokenizer.vocab_size)]
         kwargs.setdefault("random_pool", [i for i, t in enumerate(tokens)
                                           if t and not is_special(t) and i not in special])
@@ -159,3 +159,12 @@ class MLMMasker:
             "masked_ids": tf.ensure_shape(tf.pad(tf.gather(ids, positions), padding), [self.max_predictions]),
             "masked_weights": tf.ensure_shape(weights, [self.max_predictions]),
         }
+
+
+def _never_masked(tokenizer):
+    """Special ids of a tokenizer: every registered one (``tokenizer.json``), its ``special_ids``, or its roles'."""
+    for name in ("registered_special_ids", "special_ids"):
+        if hasattr(tokenizer, name):
+            return getattr(tokenizer, name)
+    roles = (tokenizer.pad_id, tokenizer.unk_id, tokenizer.mask_id, tokenizer.cls_id, tokenizer.sep_id)
+    return [i for i in roles if i is not None]
