@@ -312,3 +312,20 @@ def test_masker_of_a_sentencepiece_folder_never_masks_its_specials(tmp_path):
     specials = [tokenizer.cls_id, tokenizer.sep_id, tokenizer.mask_id, tokenizer.pad_id]
     assert masker.mask_id == tokenizer.token_to_id("[MASK]") and masker.special[specials].all()
     assert not np.isin(masker.random_pool, specials).any()
+
+
+def test_token_labelling_pieces_are_the_words_read_inside_a_text(folders):
+    """Words of a tagged text get the pieces they have inside the text (each after a space): transformers'
+    is_split_into_words pieces for RoBERTa (which needs add_prefix_space=True for it)."""
+    from bert4long.data.tagging import encode_tagged
+
+    words = ["Paris", "and", "Berlin", "are", "cities", ";", "naïve", "😀", "<mask>"]
+    encoded = {}
+    for family in ("roberta", "modernbert"):
+        tokenizer = load_tokenizer(folders[family])
+        ids, _, weights, _ = encode_tagged(tokenizer, [words], [["O"] * len(words)], ["O"], 64)
+        inside = [tokenizer.cls_id, *tokenizer.content_ids(" " + " ".join(words)), tokenizer.sep_id]
+        encoded[family] = ids[0][: len(inside)].tolist()
+        assert encoded[family] == inside and int(weights.sum()) == len(words), family
+    reference = transformers.AutoTokenizer.from_pretrained(folders["roberta"], add_prefix_space=True)
+    assert reference(words, is_split_into_words=True, split_special_tokens=True)["input_ids"] == encoded["roberta"]

@@ -201,6 +201,16 @@ class HuggingFaceTokenizer:
         check_text(text)
         return list(self._tokenizer.encode(text, add_special_tokens=False).ids)
 
+    def word_piece_ids(self, words: Iterable[str]) -> list[list[int]]:
+        """Ids of each word of a text given as words (token labelling), every word read as following a space,
+        as transformers' ``is_split_into_words=True`` with ``add_prefix_space=True`` does (byte-level BPE:
+        ``Ġword``, the pieces the model saw inside sentences)."""
+        words = list(words)
+        for word in words:
+            check_text(word)
+        encodings = self._tokenizer.encode_batch([" " + word for word in words], add_special_tokens=False)
+        return [list(e.ids) for e in encodings]
+
     def encode_documents(self, texts: Iterable[str]) -> list[np.ndarray]:
         """Content ids (no special tokens) of many documents, as int32 arrays (one batched call)."""
         texts = list(texts)
