@@ -5,6 +5,8 @@
   (`bert4long.data.chunk_documents`); every window is encoded, the ``[CLS]``
   states of the non-empty windows are averaged, then classified.
 * `build_token_labeller`: a label per token (NER-style), padding ignored.
+
+On a Longformer both give the first token global attention by default (``global_tokens``, `GlobalTokenMask`).
 """
 import json
 import os
@@ -234,7 +236,8 @@ def build_token_labeller(
 
 
 def token_label_weights(token_ids: np.typing.ArrayLike, special_ids: Sequence[int] = (0, 2, 3)) -> np.ndarray:
-    """float32 weights: 1 on real tokens, 0 on padding, ``[CLS]`` and ``[SEP]``."""
+    """float32 weights: 1 on real tokens, 0 on padding, ``[CLS]`` and ``[SEP]`` (the default ids are BERT's;
+    pass ``tokenizer.special_ids`` for other vocabularies, e.g. RoBERTa's ``<s>`` 0, ``<pad>`` 1, ``</s>`` 2)."""
     return (~np.isin(np.asarray(token_ids), special_ids)).astype("float32")
 
 
