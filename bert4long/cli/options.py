@@ -56,7 +56,8 @@ def add_model_arguments(parser, checkpoint_required=True):
     parser.add_argument("--config", help="bert_config.json (not needed for a Hugging Face folder)")
     parser.add_argument("--checkpoint", required=checkpoint_required,
                         help="Google checkpoint prefix (.../bert_model.ckpt) or a Hugging Face model folder")
-    parser.add_argument("--vocab", help="vocab.txt (default: next to --checkpoint or --config)")
+    parser.add_argument("--vocab", help="a WordPiece vocab.txt (default: the tokenizer beside --checkpoint or "
+                                        "--config: vocab.txt, tokenizer.json, vocab.json + merges.txt or a .model)")
     casing = parser.add_mutually_exclusive_group()
     casing.add_argument("--cased", dest="lower_case", action="store_false", default=None,
                         help="keep upper case (default: follow the checkpoint; a vocab with capitals is cased)")
