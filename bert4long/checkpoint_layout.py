@@ -22,7 +22,7 @@ import numpy as np
 
 from bert4long.checkpoints import CheckpointReader, MissingCheckpointVariableError, write_checkpoint
 from bert4long.config_keys import CONFIG_KEYS, CONFIG_RENAMES, read_config, to_google_config
-from bert4long.huggingface import HuggingFaceReader, is_huggingface_folder, read_huggingface_config
+from bert4long.huggingface import HuggingFaceReader, is_family_folder, is_huggingface_folder, read_huggingface_config
 from bert4long.outputs import write_text_atomically
 
 # Unused checkpoint variables that are not an error: heads a model may leave out, ELECTRA's generator.
@@ -201,12 +201,15 @@ def open_checkpoint(path):
     return CheckpointReader(path)
 
 
-def check_vocab_size(vocab_size, config_path=None, checkpoint_path=None, vocab_path="the vocabulary"):
+def check_vocab_size(vocab_size, config_path=None, checkpoint_path=None, vocab_path="the vocabulary",
+                     allow_padded=False):
     """Refuse a tokenizer vocabulary whose size differs from the model's, naming both sizes.
 
     The model's size is the checkpoint's word-embedding rows (else the config's
     ``vocab_size``). A smaller vocabulary means the files do not belong
-    together; a larger one gives ids the model has no row for.
+    together (except with ``allow_padded``: models such as ModernBERT pad their
+    embedding table beyond the tokenizer's ids); a larger one gives ids the model
+    has no row for.
 
     Example:
     >>> import tempfile
@@ -221,7 +224,7 @@ def check_vocab_size(vocab_size, config_path=None, checkpoint_path=None, vocab_p
     if config_path is None and is_huggingface_folder(checkpoint_path):
         config_path = os.path.join(checkpoint_path, "config.json")
     expected, source = None, None
-    if checkpoint_path is not None:
+    if checkpoint_path is not None and not is_family_folder(checkpoint_path):  # families: their config.json
         reader = open_checkpoint(checkpoint_path)
         name = next((n for n in ("bert/embeddings/word_embeddings", "electra/embeddings/word_embeddings")
                      if n in reader), None)
@@ -230,11 +233,11 @@ def check_vocab_size(vocab_size, config_path=None, checkpoint_path=None, vocab_p
     if expected is None and config_path is not None:
         config = read_config(config_path)
         expected, source = config.get("vocab_size"), f"vocab_size in {config_path!r}"
-    if expected is not None and vocab_size != expected:
+    if expected is not None and vocab_size != expected and not (allow_padded and vocab_size < expected):
         raise ValueError(
             f"{vocab_path} has {vocab_size} entries but the model's vocabulary has {expected} ({source}): the "
-            "tokenizer would produce ids the model cannot read or that mean other tokens. Use the vocab.txt that "
-            "came with this checkpoint (--vocab)."
+            "tokenizer would produce ids the model cannot read or that mean other tokens. Use the tokenizer that "
+            "came with this checkpoint (the vocab.txt with --vocab, or the folder's own tokenizer files)."
         )
 
 

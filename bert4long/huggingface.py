@@ -61,6 +61,14 @@ def is_huggingface_folder(path):
     return path is not None and os.path.isdir(path) and os.path.isfile(os.path.join(path, "config.json"))
 
 
+def is_family_folder(path):
+    """True for a Hugging Face folder whose ``model_type`` is one of `FAMILY_MODELS` (read by its own module)."""
+    if not is_huggingface_folder(path):
+        return False
+    with open(os.path.join(path, "config.json"), encoding="utf-8") as f:
+        return json.load(f).get("model_type") in FAMILY_MODELS
+
+
 def read_huggingface_config(path):
     """Translate a Hugging Face ``config.json`` (folder or file) into bert4long config keys.
 

@@ -134,13 +134,14 @@ def test_wrong_paths_are_named(capsys, tiny_bert, corpus_file, tmp_path):
     status, err = refused(capsys, ["evaluate", "--checkpoint", checkpoint, "--corpus", corpus_file, "--seq-len", "16",
                                    "--vocab", str(tmp_path / "v.txt")])
     assert status == 1 and f"--vocab {str(tmp_path / 'v.txt')!r}: no such file" in err
-    roberta = tmp_path / "roberta"
+    roberta = tmp_path / "roberta"   # a folder without any tokenizer file
     roberta.mkdir()
-    for name in ("config.json", "vocab.json", "merges.txt"):
-        (roberta / name).write_text("{}")
+    (roberta / "config.json").write_text(json.dumps({"model_type": "roberta", "max_position_embeddings": 514,
+                                                     "pad_token_id": 1}))
     status, err = refused(capsys, ["predict", "--checkpoint", str(roberta), "--input", corpus_file,
                                    "--output", str(tmp_path / "o.jsonl")])
-    assert status == 1 and "byte-level BPE vocabulary (vocab.json + merges.txt" in err and "--vocab" in err
+    assert status == 1 and f"no tokenizer in {str(roberta)!r}" in err and "vocab.json + merges.txt" in err
+    assert "tokenizer.json" in err and "--vocab" in err
 
 
 def test_binary_corpus_error_names_an_option_that_exists(capsys, tiny_bert, tmp_path):

@@ -2,7 +2,13 @@
 import os
 import tempfile
 
-from bert4long.cli.inputs import check_checkpoint, max_position_of, tokenizer_for
+from bert4long.cli.inputs import (
+    check_checkpoint,
+    describe_tokenizer,
+    max_position_of,
+    tokenizer_folder,
+    tokenizer_for,
+)
 from bert4long.cli.options import (
     add_model_arguments,
     check_model_options,
@@ -60,6 +66,12 @@ def run_export(args):
     from bert4long.models import build_transformer_model
 
     check_checkpoint(args)
+    folder = tokenizer_folder(args)
+    if args.raw_text and folder is not None:
+        raise ValueError(f"--raw-text tokenizes in the graph with WordPiece only, and {folder!r} holds another "
+                         "tokenizer (tokenizer.json / vocab.json + merges.txt / .model): export without --raw-text "
+                         "(the int32 token_ids signature) and tokenize with "
+                         f"bert4long.tokenizers.load_tokenizer({folder!r}) before calling it")
     check_model_options(args, max_position_of(args), check_length=False)  # the export reads any length
     model = build_transformer_model(args.config, args.checkpoint, with_mlm=args.with_mlm, with_pool=args.with_pool,
                                     **model_kwargs(args))
@@ -91,8 +103,12 @@ def run_info(args):
 
     from bert4long.checkpoint_layout import open_checkpoint
     from bert4long.config_keys import read_config, trained_positions
-    from bert4long.huggingface import HuggingFaceReader, read_huggingface_config
+    from bert4long.huggingface import HuggingFaceReader, is_family_folder, read_huggingface_config
 
+    if is_family_folder(args.checkpoint):
+        _print_family_info(args.checkpoint)
+        print(_tokenizer_line(args))
+        return
     reader = open_checkpoint(args.checkpoint)  # the same choice of format as model loading
     if isinstance(reader, HuggingFaceReader):
         config = read_huggingface_config(os.path.join(args.checkpoint, "config.json"))
@@ -113,10 +129,53 @@ def run_info(args):
     heads = [h for h, p in (("MLM", "cls/predictions/"), ("NSP", "cls/seq_relationship/"), ("pooler", "bert/pooler/"))
              if any(name.startswith(p) for name in reader.names())]
     print(f"heads: {', '.join(heads) or 'none (encoder only)'}")
+    print(_tokenizer_line(args))
     if all(k in config for k in ("hidden_size", "num_hidden_layers", "num_attention_heads")):
         parameters = sum(int(np.prod(reader.shape(name))) for name in reader.names()
                          if not name.endswith(("adam_m", "adam_v")))
         _print_attention_fit(config, parameters, _memory_bytes())
+
+
+def _tokenizer_line(args):
+    """Which tokenizer the commands would use for this checkpoint, or why there is none."""
+    from argparse import Namespace
+
+    probe = Namespace(checkpoint=args.checkpoint, config=args.config, vocab=None, lower_case=None)
+    try:
+        return describe_tokenizer(tokenizer_for(probe), probe)
+    except (FileNotFoundError, ValueError) as error:
+        return f"tokenizer: none usable ({error})"
+
+
+def _print_family_info(folder):
+    """Config, tensors, lengths and heads of a Longformer / BigBird / ModernBERT folder (safetensors names)."""
+    from safetensors import safe_open
+
+    from bert4long.huggingface import WEIGHT_FILENAME, read_huggingface_config
+
+    config = read_huggingface_config(folder)
+    print("config:")
+    for key, value in sorted(config.items()):
+        print(f"  {key}: {value}")
+    path = os.path.join(folder, WEIGHT_FILENAME)
+    if not os.path.isfile(path):
+        raise FileNotFoundError(f"no {WEIGHT_FILENAME} in {folder!r}: bert4long reads safetensors (save the model "
+                                "with transformers' save_pretrained)")
+    with safe_open(path, framework="numpy") as weights:
+        shapes = {name: weights.get_slice(name).get_shape() for name in weights.keys()}  # noqa: SIM118
+    print(f"variables ({len(shapes)}):")
+    for name in sorted(shapes):
+        print(f"  {name} {list(shapes[name])}")
+    n = config.get("max_position")
+    if n:
+        print(f"lengths: up to {n} tokens as trained ({config['model']}); longer: split into chunks (finetune "
+              "--pooling chunks)")
+    bare = [name.split(".", 1)[1] if name.startswith(("longformer.", "bert.", "model.")) else name for name in shapes]
+    heads = [h for h, prefixes in (("MLM", ("lm_head.", "cls.predictions.", "head.", "decoder.")),
+                                   ("NSP", ("cls.seq_relationship.",)), ("pooler", ("pooler.",)),
+                                   ("classifier", ("classifier.",)))
+             if any(name.startswith(prefixes) for name in bare)]
+    print(f"heads: {', '.join(heads) or 'none (encoder only)'}")
 
 
 def _memory_bytes():

@@ -34,20 +34,58 @@ def default_config(args):
 def max_position_of(args):
     """The trained number of positions of the checkpoint's config, or None if there is no config to read."""
     from bert4long.config_keys import trained_positions
-    from bert4long.huggingface import is_huggingface_folder
+    from bert4long.huggingface import is_huggingface_folder, read_huggingface_config
 
     if getattr(args, "config", None):
         if not os.path.isfile(args.config):
             raise FileNotFoundError(f"--config {args.config!r}: no such file; pass the model's bert_config.json")
         with open(args.config, encoding="utf-8") as f:
             return trained_positions(json.load(f))
-    if is_huggingface_folder(getattr(args, "checkpoint", None)):
-        with open(os.path.join(args.checkpoint, "config.json"), encoding="utf-8") as f:
-            return trained_positions(json.load(f))
+    if is_huggingface_folder(getattr(args, "checkpoint", None)):  # its family's own reading (Longformer's offset)
+        return read_huggingface_config(args.checkpoint).get("max_position")
+    return None
+
+
+# The files of a non-WordPiece tokenizer a run copies beside its model (and a sentencepiece *.model).
+COPIED_TOKENIZER_FILES = ("tokenizer.json", "vocab.json", "merges.txt", "added_tokens.json", "tokenizer_config.json",
+                          "special_tokens_map.json")
+
+
+def _wordpiece_folder(folder):
+    """True when ``folder``'s tokenizer is WordPiece: a vocab.txt, and no tokenizer.json of another model."""
+    if not os.path.isfile(os.path.join(folder, "vocab.txt")):
+        return False
+    tokenizer_json = os.path.join(folder, "tokenizer.json")
+    if not os.path.isfile(tokenizer_json):
+        return True
+    with open(tokenizer_json, encoding="utf-8") as f:
+        return (json.load(f).get("model") or {}).get("type") in (None, "WordPiece")
+
+
+def _has_tokenizer_files(folder):
+    names = set(os.listdir(folder)) if os.path.isdir(folder) else set()
+    return ("tokenizer.json" in names or {"vocab.json", "merges.txt"} <= names
+            or any(name.endswith(".model") for name in names))
+
+
+def tokenizer_folder(args):
+    """The checkpoint's folder when its tokenizer is not a WordPiece vocab.txt (a Hugging Face tokenizer.json,
+    vocab.json + merges.txt, or a sentencepiece .model: read by `bert4long.tokenizers.load_tokenizer`), else
+    None (WordPiece: `find_vocab`). --vocab always means WordPiece."""
+    if getattr(args, "vocab", None):
+        return None
+    for base in (getattr(args, "checkpoint", None), getattr(args, "config", None)):
+        if base:
+            folder = _folder_of(base) or "."
+            if _wordpiece_folder(folder):
+                return None
+            if _has_tokenizer_files(folder):
+                return folder
     return None
 
 
 def find_vocab(args):
+    """The WordPiece vocab.txt: --vocab, else the one beside --checkpoint/--config."""
     if args.vocab:
         if not os.path.isfile(args.vocab):
             raise FileNotFoundError(f"--vocab {args.vocab!r}: no such file")
@@ -60,12 +98,18 @@ def find_vocab(args):
             if os.path.isfile(candidate):
                 return candidate
             looked.append(folder or ".")
-            if os.path.isfile(os.path.join(folder, "merges.txt")):
-                raise ValueError(f"{folder!r} holds a byte-level BPE vocabulary (vocab.json + merges.txt, as RoBERTa "
-                                 "and GPT-2 ship), which the command line's WordPiece tokenizer cannot read; pass a "
-                                 "WordPiece vocab.txt with --vocab")
-    raise FileNotFoundError(f"no vocab.txt in {', '.join(map(repr, dict.fromkeys(looked)))} "
-                            "(beside --checkpoint/--config): pass --vocab PATH")
+    raise FileNotFoundError(f"no tokenizer in {', '.join(map(repr, dict.fromkeys(looked)))} (beside "
+                            "--checkpoint/--config): expected a WordPiece vocab.txt, a tokenizer.json, vocab.json + "
+                            "merges.txt or a sentencepiece .model; pass --vocab PATH for a WordPiece vocab.txt")
+
+
+def tokenizer_files(args):
+    """The files the command's tokenizer is read from (what a run records and copies beside its model)."""
+    folder = tokenizer_folder(args)
+    if folder is None:
+        return [find_vocab(args)]
+    names = sorted(os.listdir(folder))
+    return [os.path.join(folder, n) for n in names if n in COPIED_TOKENIZER_FILES or n.endswith(".model")]
 
 
 def vocab_is_cased(tokens):
@@ -97,14 +141,63 @@ def lower_case_for(args, vocab_path):
 
 
 def tokenizer_for(args, vocab_path=None):
-    """The WordPiece tokenizer of the checkpoint's vocab, refused up front if its size is not the checkpoint's
-    vocabulary; sets ``args.lower_case`` to the casing chosen."""
+    """The tokenizer of the checkpoint, refused up front if its size is not the checkpoint's vocabulary.
+
+    A folder whose tokenizer is not WordPiece (`tokenizer_folder`) gets `bert4long.tokenizers.load_tokenizer`'s
+    (the casing is the tokenizer's own: ``args.lower_case`` becomes None, and --cased/--uncased are refused);
+    otherwise the WordPiece tokenizer of the vocab.txt, cased as `lower_case_for` decides (``args.lower_case``
+    is set to the casing chosen)."""
     from bert4long.checkpoint_layout import check_vocab_size
+    from bert4long.tokenizers import Tokenizer, load_tokenizer
+
+    folder = None if vocab_path else tokenizer_folder(args)
+    if folder is not None:
+        if getattr(args, "lower_case", None) is not None:
+            raise ValueError(f"--{'un' if args.lower_case else ''}cased applies to WordPiece vocabularies; the "
+                             f"tokenizer of {folder!r} decides its own casing: leave the option out")
+        tokenizer, source = load_tokenizer(folder), f"the tokenizer of {folder!r}"
+    else:
+        vocab_path = vocab_path or find_vocab(args)
+        args.lower_case = lower_case_for(args, vocab_path)
+        tokenizer, source = Tokenizer(vocab_path, do_lower_case=args.lower_case), vocab_path
+    if getattr(args, "checkpoint", None) or getattr(args, "config", None):
+        check_vocab_size(tokenizer.vocab_size, args.config, args.checkpoint, vocab_path=source,
+                         allow_padded=folder is not None)
+        check_pad_id(tokenizer, args, source)
+    return tokenizer
+
+
+def check_pad_id(tokenizer, args, source):
+    """Refuse a tokenizer whose padding id is not the model's ``pad_token_id`` (the model finds padding by it)."""
+    from bert4long.huggingface import is_huggingface_folder, read_huggingface_config
+
+    if getattr(args, "config", None) is None and is_huggingface_folder(getattr(args, "checkpoint", None)):
+        model_pad = read_huggingface_config(args.checkpoint).get("pad_token_id")
+        if None not in (model_pad, tokenizer.pad_id) and model_pad != tokenizer.pad_id:
+            raise ValueError(f"{source} pads with id {tokenizer.pad_id} but the model's config.json in "
+                             f"{args.checkpoint!r} says pad_token_id={model_pad}: padding would be read as text. "
+                             "Use the tokenizer that came with this checkpoint (or fix pad_token_id).")
+
+
+def describe_tokenizer(tokenizer, args):
+    r"""One line naming the tokenizer a command uses and where it came from.
+
+    >>> import os, tempfile
+    >>> from argparse import Namespace
+    >>> from bert4long.tokenizers import Tokenizer
+    >>> path = os.path.join(tempfile.mkdtemp(), "vocab.txt")
+    >>> _ = open(path, "w").write("[PAD]\n[UNK]\n[CLS]\n[SEP]\n[MASK]\n")
+    >>> describe_tokenizer(Tokenizer(path), Namespace(vocab=path, lower_case=True))
+    'tokenizer: WordPiece, uncased, 5 entries (.../vocab.txt); [CLS] 2, [SEP] 3, pad 0, mask 4'
+    """
     from bert4long.tokenizers import Tokenizer
 
-    vocab_path = vocab_path or find_vocab(args)
-    args.lower_case = lower_case_for(args, vocab_path)
-    tokenizer = Tokenizer(vocab_path, do_lower_case=args.lower_case)
-    if getattr(args, "checkpoint", None) or getattr(args, "config", None):
-        check_vocab_size(tokenizer.vocab_size, args.config, args.checkpoint, vocab_path=vocab_path)
-    return tokenizer
+    if isinstance(tokenizer, Tokenizer):
+        kind = f"WordPiece, {'un' if args.lower_case else ''}cased"
+        where = find_vocab(args)
+    else:
+        kind = type(tokenizer).__name__
+        where = tokenizer_folder(args) or getattr(args, "run", None)
+    names = [(tokenizer.id_to_token(i) if i is not None else None) for i in (tokenizer.cls_id, tokenizer.sep_id)]
+    return (f"tokenizer: {kind}, {tokenizer.vocab_size} entries ({where}); {names[0]} {tokenizer.cls_id}, "
+            f"{names[1]} {tokenizer.sep_id}, pad {tokenizer.pad_id}, mask {tokenizer.mask_id}")

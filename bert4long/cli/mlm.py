@@ -7,11 +7,11 @@ counted), `pack_documents`, and `mlm_batches`, whose per-epoch shuffle is a pure
 import json
 import math
 import os
-import shutil
+import sys
 
 from bert4long.cli.inputs import (
     check_checkpoint,
-    find_vocab,
+    describe_tokenizer,
     max_position_of,
     tokenizer_for,
 )
@@ -25,7 +25,8 @@ from bert4long.cli.options import (
     non_negative_int,
     positive_int,
 )
-from bert4long.cli.run_folder import print_summary, run_settings, saved_line
+from bert4long.cli.run_folder import copy_tokenizer, print_summary, run_settings, saved_line
+from bert4long.huggingface import FAMILY_MODELS
 from bert4long.outputs import atomic_write, write_text_atomically
 
 DEMO_SEQ_LEN = 2048
@@ -147,15 +148,21 @@ def _run_config(args, builder, train_seqs):
 
 
 def _save_pretrained(args, model, builder):
-    """Write the checkpoint (Google layout), its config, the vocabulary and ``model.keras`` to --out;
-    return the files' descriptions for the summary."""
-    prefix = os.path.join(args.out, "bert_model.ckpt")
-    builder.save_weights_as_checkpoint(prefix)
-    builder.write_config(os.path.join(args.out, "bert_config.json"))
-    atomic_write(os.path.join(args.out, "vocab.txt"), lambda tmp: shutil.copyfile(find_vocab(args), tmp))
+    """Write the checkpoint (a Hugging Face folder for Longformer, BigBird and ModernBERT, else the Google
+    layout and its config), the tokenizer files and ``model.keras`` to --out; return the files' descriptions
+    for the summary."""
+    if builder.model_name in FAMILY_MODELS:
+        builder.save_weights_as_checkpoint(args.out)
+        files = [os.path.join(args.out, "config.json"), os.path.join(args.out, "model.safetensors")]
+    else:
+        prefix = os.path.join(args.out, "bert_model.ckpt")
+        builder.save_weights_as_checkpoint(prefix)
+        builder.write_config(os.path.join(args.out, "bert_config.json"))
+        files = [prefix + ".index/.data-*"]
+    copy_tokenizer(args, args.out)
     keras_path = os.path.join(args.out, "model.keras")
     atomic_write(keras_path, model.save, suffix=".keras")
-    files = [prefix + ".index/.data-*", keras_path]
+    files.append(keras_path)
     if os.path.isdir(os.path.join(args.out, "logs")):
         files.append(os.path.join(args.out, "logs") + " (TensorBoard)")
     return files
@@ -189,6 +196,7 @@ def run_pretrain(args):
         make_optimizer,
         masker_for,
         mlm_batches,
+        takes_segment_ids,
     )
 
     demo = check_pretrain_arguments(args)
@@ -196,6 +204,7 @@ def run_pretrain(args):
         print(f"bert4long pretrain demo: {DEMO_DESCRIPTION}", flush=True)
     keras.utils.set_random_seed(args.seed)
     tokenizer = tokenizer_for(args)
+    print(describe_tokenizer(tokenizer, args), flush=True)
     corpus = _corpus(args, tokenizer, demo)
     train_ids, eval_ids = hold_out(corpus.token_ids, args.holdout)
     train_seqs = _pack(tokenizer, train_ids, args.seq_len)
@@ -211,6 +220,7 @@ def run_pretrain(args):
                                    args.clipnorm, args.accumulate)
         compile_mlm(model, optimizer, jit_compile=not args.no_xla)
     trained = builder.max_position
+    segments = takes_segment_ids(model)
 
     def accuracy_at(length, count):
         seqs = _pack(tokenizer, eval_ids, length)[:count]
@@ -231,7 +241,8 @@ def run_pretrain(args):
         print("MLM accuracy before: " + ", ".join(f"{v:.1%} at {n} tokens" for n, v in before.items()), flush=True)
 
     summary = fit_resumable(
-        model, lambda start: mlm_batches(train_seqs, masker, args.batch_size, seed=args.seed, start_step=start),
+        model, lambda start: mlm_batches(train_seqs, masker, args.batch_size, seed=args.seed, start_step=start,
+                                         segment_ids=segments),
         steps=args.steps, out_dir=args.out, config=config, save_every=args.save_every if is_chief(strategy) else 0,
         tokens_per_step=args.batch_size * args.seq_len, verbose=0 if args.quiet else "auto",
         accept_changes=args.accept_changes, on_save=saved_line)
@@ -244,7 +255,7 @@ def run_pretrain(args):
 
 def _fit_head(model, tokenizer, sequences, length, args, jit, steps):
     """Fit only the MLM head (the encoder frozen), for checkpoints that ship without one."""
-    from bert4long.training import compile_mlm, make_optimizer, masker_for, mlm_batches
+    from bert4long.training import compile_mlm, make_optimizer, masker_for, mlm_batches, takes_segment_ids
 
     if not steps:
         return
@@ -254,7 +265,9 @@ def _fit_head(model, tokenizer, sequences, length, args, jit, steps):
         layer.trainable = False
     optimizer = model.optimizer
     compile_mlm(model, make_optimizer(2e-3, steps, warmup_steps=2, weight_decay=0.0), jit_compile=jit)
-    model.fit(mlm_batches(sequences, masker_for(tokenizer, length), 2, seed=args.seed + 1), steps_per_epoch=steps,
+    batches = mlm_batches(sequences, masker_for(tokenizer, length), 2, seed=args.seed + 1,
+                          segment_ids=takes_segment_ids(model))
+    model.fit(batches, steps_per_epoch=steps,
               epochs=1, verbose=0 if args.quiet else "auto", shuffle=False)
     for layer in frozen:
         layer.trainable = True
@@ -279,6 +292,7 @@ def run_evaluate(args):
     check_checkpoint(args)
     check_model_options(args, max_position_of(args))
     tokenizer = tokenizer_for(args)
+    print(describe_tokenizer(tokenizer, args), file=sys.stderr)
     corpus = load_corpus(args.corpus, tokenizer, errors=args.errors)
     seqs = _pack(tokenizer, corpus.token_ids, args.seq_len)[: args.max_sequences]
     model, _, has_head = build_mlm_model(args.config, args.checkpoint, **model_kwargs(args))

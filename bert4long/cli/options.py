@@ -56,7 +56,8 @@ def add_model_arguments(parser, checkpoint_required=True):
     parser.add_argument("--config", help="bert_config.json (not needed for a Hugging Face folder)")
     parser.add_argument("--checkpoint", required=checkpoint_required,
                         help="Google checkpoint prefix (.../bert_model.ckpt) or a Hugging Face model folder")
-    parser.add_argument("--vocab", help="vocab.txt (default: next to --checkpoint or --config)")
+    parser.add_argument("--vocab", help="a WordPiece vocab.txt (default: the tokenizer beside --checkpoint or "
+                                        "--config: vocab.txt, tokenizer.json, vocab.json + merges.txt or a .model)")
     casing = parser.add_mutually_exclusive_group()
     casing.add_argument("--cased", dest="lower_case", action="store_false", default=None,
                         help="keep upper case (default: follow the checkpoint; a vocab with capitals is cased)")
@@ -191,8 +192,27 @@ def check_model_options(args, max_position=None, check_length=True):
             fix = ("add --hierarchical-position (up to n^2 = "
                    f"{max_position * max_position}) or --position-extension copy/interpolate" if method is None
                    else "use a shorter --seq-len" + (" or a larger --max-position" if method != "hierarchical" else ""))
+            family = _family_of(args)
+            if family in ("longformer", "modernbert"):   # they refuse position extension
+                fix = (f"use --seq-len {max_position} or less ({family} places no positions beyond its trained "
+                       "ones; finetune --pooling chunks reads longer documents in windows)")
             raise ValueError(f"--seq-len {seq_len} is longer than the {capacity} positions this model can place "
                              f"(trained: {max_position}): {fix}")
+
+
+def _family_of(args):
+    """The ``model_type`` of a Hugging Face --checkpoint folder that its own module builds, else None."""
+    import json
+    import os
+
+    from bert4long.huggingface import FAMILY_MODELS, is_huggingface_folder
+
+    checkpoint = getattr(args, "checkpoint", None)
+    if getattr(args, "config", None) or not is_huggingface_folder(checkpoint):
+        return None
+    with open(os.path.join(checkpoint, "config.json"), encoding="utf-8") as f:
+        model_type = json.load(f).get("model_type")
+    return model_type if model_type in FAMILY_MODELS else None
 
 
 def model_kwargs(args):

@@ -1,20 +1,42 @@
 """What a training command leaves in --out besides its checkpoints, and the summary it prints."""
 import hashlib
 import os
+import shutil
+
+from bert4long.outputs import atomic_write
 
 
 def run_settings(args, data_option, *data):
     """The settings a resumed run must share with its start (or be told `--accept-changes`): the learning
-    rate, the data file and a fingerprint of what was read from it, and the vocabulary."""
-    from bert4long.cli.inputs import find_vocab
+    rate, the data file and a fingerprint of what was read from it, and the tokenizer (its vocab.txt, or the
+    folder of its tokenizer files)."""
+    from bert4long.cli.inputs import tokenizer_files
     from bert4long.training.resume import fingerprint
 
     source = getattr(args, data_option)
-    vocab = find_vocab(args)
-    with open(vocab, "rb") as f:
-        vocab_hash = hashlib.sha256(f.read()).hexdigest()[:16]
+    files = tokenizer_files(args)
+    digest = hashlib.sha256()
+    for path in files:
+        if len(files) > 1:
+            digest.update(os.path.basename(path).encode("utf-8") + b"\0")
+        with open(path, "rb") as f:
+            digest.update(f.read())
+    vocab = files[0] if len(files) == 1 else os.path.dirname(files[0])
     return {"learning_rate": args.learning_rate, data_option: os.path.abspath(source) if source else "demo",
-            "data_fingerprint": fingerprint(*data), "vocab": os.path.abspath(vocab), "vocab_fingerprint": vocab_hash}
+            "data_fingerprint": fingerprint(*data), "vocab": os.path.abspath(vocab),
+            "vocab_fingerprint": digest.hexdigest()[:16]}
+
+
+def copy_tokenizer(args, out):
+    """Copy the command's tokenizer files (vocab.txt, or a folder's tokenizer.json & co.) into ``out``; returns
+    their names."""
+    from bert4long.cli.inputs import tokenizer_files
+
+    files = tokenizer_files(args)
+    names = ["vocab.txt"] if len(files) == 1 and files[0].endswith(".txt") else [os.path.basename(p) for p in files]
+    for path, name in zip(files, names):
+        atomic_write(os.path.join(out, name), lambda tmp, path=path: shutil.copyfile(path, tmp))
+    return names
 
 
 def print_summary(rows):

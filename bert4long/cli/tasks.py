@@ -8,11 +8,11 @@ checked (labels, tags, --valid included) before the model is built.
 """
 import json
 import os
-import shutil
+import sys
 
 from bert4long.cli.inputs import (
     check_checkpoint,
-    find_vocab,
+    describe_tokenizer,
     max_position_of,
     tokenizer_for,
 )
@@ -24,7 +24,7 @@ from bert4long.cli.options import (
     model_kwargs,
     positive_int,
 )
-from bert4long.cli.run_folder import print_summary, run_settings, saved_line
+from bert4long.cli.run_folder import copy_tokenizer, print_summary, run_settings, saved_line
 from bert4long.outputs import atomic_write, write_text_atomically
 
 SETTINGS_FILE = "finetune.json"
@@ -35,8 +35,10 @@ def add_finetune_arguments(parser):
     parser.description = (
         "Fine-tune a document classifier (--task classify: .jsonl lines {'text': ..., 'label': ...}) or a token "
         "labeller (--task tokens: .jsonl lines {'tokens': [...], 'tags': [...]}, one tag per token). Labels may "
-        "be strings or integers. Writes the model, finetune.json and vocab.txt to --out, which `bert4long "
-        "predict --run OUT` reads.")
+        "be strings or integers. Writes the model, finetune.json and the tokenizer (vocab.txt, or the checkpoint "
+        "folder's tokenizer files) to --out, which `bert4long predict --run OUT` reads. On a Longformer folder the "
+        "first token (<s>) gets global attention, as transformers' LongformerForSequenceClassification gives it "
+        "(--no-global-cls: none).")
     add_model_arguments(parser)
     parser.add_argument("--task", default="classify", choices=["classify", "tokens"],
                         help="classify: one label per document; tokens: one tag per token (default classify)")
@@ -46,6 +48,9 @@ def add_finetune_arguments(parser):
     parser.add_argument("--pooling", default="cls", choices=["cls", "chunks"],
                         help="classify only. cls: [CLS] of one long sequence; chunks: mean of the windows' [CLS]")
     parser.add_argument("--chunks", type=positive_int, default=4, help="windows per document for --pooling chunks")
+    parser.add_argument("--no-global-cls", dest="global_cls", action="store_false",
+                        help="Longformer: no global attention on the first token (default: global, the token the "
+                             "classifier reads)")
     add_training_arguments(parser)
     add_reading_arguments(parser)
 
@@ -126,6 +131,11 @@ def check_finetune_arguments(args):
     check_model_options(args, max_position_of(args))
 
 
+def model_inputs(model, token_ids):
+    """What ``model`` takes for ``token_ids``: ``(token_ids, segment_ids)``, or the ids alone (ModernBERT)."""
+    return (token_ids, token_ids * 0) if len(model.inputs) > 1 else (token_ids,)
+
+
 def run_finetune(args):
     import keras
     import tensorflow as tf
@@ -143,17 +153,19 @@ def run_finetune(args):
     check_finetune_arguments(args)
     keras.utils.set_random_seed(args.seed)
     tokenizer = tokenizer_for(args)
+    print(describe_tokenizer(tokenizer, args), flush=True)
     read = _classification_data if args.task == "classify" else _tagging_data
     x, y, weights, labels = read(args, tokenizer, args.train)
     valid = read(args, tokenizer, args.valid, labels) if args.valid else None  # checked before training
     strategy = get_strategy(args.distribute)
+    global_tokens = "auto" if args.global_cls else None
     with strategy.scope():
         if args.task == "classify":
             model = build_classifier(args.config, args.checkpoint, len(labels), pooling=args.pooling,
-                                     precision=args.precision, **model_kwargs(args))
+                                     precision=args.precision, global_tokens=global_tokens, **model_kwargs(args))
         else:
             model = build_token_labeller(args.config, args.checkpoint, len(labels), precision=args.precision,
-                                         **model_kwargs(args))
+                                         global_tokens=global_tokens, **model_kwargs(args))
         compile_finetune(model, make_optimizer(args.learning_rate, args.steps, args.warmup_steps, args.weight_decay,
                                                args.clipnorm, args.accumulate), jit_compile=not args.no_xla)
     tables = [tf.constant(x), tf.constant(y)] + ([tf.constant(weights)] if weights is not None else [])
@@ -161,7 +173,7 @@ def run_finetune(args):
     def batches(start):
         def example(row):
             ids, *target = (tf.gather(t, row) for t in tables)
-            return ((ids, tf.zeros_like(ids)), *target)
+            return (model_inputs(model, ids), *target)
 
         order = example_order(len(x), args.seed, start * args.batch_size)
         return order.map(example).batch(args.batch_size, drop_remainder=True).prefetch(tf.data.AUTOTUNE)
@@ -169,6 +181,8 @@ def run_finetune(args):
     settings = {"task": args.task, "labels": labels, "seq_len": args.seq_len, "pooling": args.pooling,
                 "chunks": args.chunks, "batch_size": args.batch_size, "lower_case": args.lower_case,
                 "model": model_kwargs(args), **run_settings(args, "train", x, y)}
+    if not args.global_cls:  # (recorded only when asked: runs from before the option resume unchanged)
+        settings["global_cls"] = False
     summary = fit_resumable(model, batches, args.steps, args.out, settings, save_every=args.save_every,
                             verbose=0 if args.quiet else "auto", accept_changes=args.accept_changes,
                             on_save=saved_line)
@@ -176,14 +190,15 @@ def run_finetune(args):
             ("final train accuracy", f"{summary['logs'].get('accuracy', float('nan')):.1%}")]
     if valid is not None:
         vx, vy, vw, _ = valid
-        result = model.evaluate((vx, vx * 0), vy, sample_weight=vw, batch_size=args.batch_size, verbose=0,
+        result = model.evaluate(model_inputs(model, vx), vy, sample_weight=vw, batch_size=args.batch_size, verbose=0,
                                 return_dict=True)
         rows.append(("validation accuracy", f"{result['accuracy']:.1%}"))
     path = os.path.join(args.out, MODEL_FILES[args.task])
     atomic_write(path, model.save, suffix=".keras")
-    shutil.copyfile(find_vocab(args), os.path.join(args.out, "vocab.txt"))
+    tokenizer_names = copy_tokenizer(args, args.out)
     write_text_atomically(os.path.join(args.out, SETTINGS_FILE), json.dumps(settings, indent=2))
-    rows.append(("files", f"{path}, {SETTINGS_FILE}, vocab.txt (bert4long predict --run {args.out})"))
+    rows.append(("files", f"{path}, {SETTINGS_FILE}, {', '.join(tokenizer_names)} "
+                          f"(bert4long predict --run {args.out})"))
     print_summary(rows)
 
 
@@ -194,7 +209,7 @@ def add_predict_arguments(parser):
         "files or a .jsonl ('text' per line; 'tokens' per line for a token labeller) and write one JSON line "
         "per document to --output.")
     source = parser.add_mutually_exclusive_group(required=True)
-    source.add_argument("--run", help="folder written by `bert4long finetune` (model, finetune.json, vocab.txt)")
+    source.add_argument("--run", help="folder written by `bert4long finetune` (model, finetune.json, tokenizer)")
     source.add_argument("--checkpoint", help="encoder checkpoint (prefix or Hugging Face folder): embeddings")
     parser.add_argument("--config", help="bert_config.json for --checkpoint (default: beside it)")
     parser.add_argument("--vocab", help="vocab.txt for --checkpoint (default: beside it)")
@@ -256,7 +271,13 @@ def run_predict(args):
             raise ValueError(f"--seq-len {args.seq_len} is longer than the {trained} positions of --checkpoint: use "
                              f"--seq-len {trained} or less (a longer document is read in several windows)")
     items, sources = _read_inputs(args, task)
-    tokenizer = tokenizer_for(args)
+    if args.run and not os.path.isfile(args.vocab):  # not WordPiece: the tokenizer files finetune copied there
+        from bert4long.tokenizers import load_tokenizer
+
+        tokenizer, args.vocab = load_tokenizer(args.run), None
+    else:
+        tokenizer = tokenizer_for(args)
+    print(describe_tokenizer(tokenizer, args), file=sys.stderr)
     if task == "embed":
         from bert4long.models import build_transformer_model
 
@@ -285,7 +306,7 @@ def _predict_batch(model, tokenizer, batch, task, args, settings):
 
     if task == "classify":
         x = _documents_as_rows(tokenizer, tokenizer.encode_documents(batch), args)
-        logits = model.predict_on_batch((x, x * 0)).astype("float64")
+        logits = model.predict_on_batch(model_inputs(model, x)).astype("float64")
         probs = np.exp(logits - logits.max(-1, keepdims=True))
         probs /= probs.sum(-1, keepdims=True)
         labels = settings["labels"]
@@ -295,13 +316,13 @@ def _predict_batch(model, tokenizer, batch, task, args, settings):
         tags = settings["labels"]
         x, _, weights, owner = encode_tagged(tokenizer, batch, [[tags[0]] * len(w) for w in batch], tags,
                                              args.seq_len)
-        best = model.predict_on_batch((x, x * 0)).argmax(-1)
+        best = model.predict_on_batch(model_inputs(model, x)).argmax(-1)
         firsts = [best[owner == doc][weights[owner == doc] > 0] for doc in range(len(batch))]
         return [{"tokens": words, "tags": [tags[int(t)] for t in first]} for words, first in zip(batch, firsts)]
     ids = tokenizer.encode_documents(batch)
     windows, _, owner = chunk_documents(ids, args.seq_len, cls_id=tokenizer.cls_id, sep_id=tokenizer.sep_id,
                                         pad_id=tokenizer.pad_id or 0)
-    states = np.asarray(model.predict_on_batch((windows, windows * 0)), "float64")
+    states = np.asarray(model.predict_on_batch(model_inputs(model, windows)), "float64")
     real = (windows != (tokenizer.pad_id or 0))[..., None]
     results = []
     for doc in range(len(batch)):

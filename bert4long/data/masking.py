@@ -96,16 +96,19 @@ class MLMMasker:
 
     @classmethod
     def from_tokenizer(cls, tokenizer, max_predictions, whole_word=False, **kwargs):
-        """A masker for ``tokenizer``'s vocab; ``whole_word`` masks whole words.
+        """A masker for ``tokenizer``'s vocab; ``whole_word`` masks whole words (WordPiece ``##``).
 
-        Random replacements never draw a bracketed token (``[unused1]``...).
+        The tokenizer's own special ids (``[PAD]`` or ``<pad>``, ``<s>``, ``<mask>``, and
+        every token a ``tokenizer.json`` registers as special) are never masked, and
+        random replacements never draw them nor a bracketed token (``[unused1]``...).
         """
+        special = set(_never_masked(tokenizer))
         tokens = [tokenizer.id_to_token(i) for i in range(tokenizer.vocab_size)]
-        kwargs.setdefault("random_pool", [i for i, t in enumerate(tokens) if t and not is_special(t)])
+        kwargs.setdefault("random_pool", [i for i, t in enumerate(tokens)
+                                          if t and not is_special(t) and i not in special])
         if whole_word:
             kwargs["continuation_ids"] = [i for i, t in enumerate(tokens) if t and t.startswith("##")]
-        return cls(tokenizer.vocab_size, tokenizer.mask_id, tokenizer.special_ids,
-                   max_predictions, **kwargs)
+        return cls(tokenizer.vocab_size, tokenizer.mask_id, sorted(special), max_predictions, **kwargs)
 
     def __call__(self, token_ids, seed):
         ids = tf.cast(token_ids, tf.int32)
@@ -156,3 +159,12 @@ class MLMMasker:
             "masked_ids": tf.ensure_shape(tf.pad(tf.gather(ids, positions), padding), [self.max_predictions]),
             "masked_weights": tf.ensure_shape(weights, [self.max_predictions]),
         }
+
+
+def _never_masked(tokenizer):
+    """Special ids of a tokenizer: every registered one (``tokenizer.json``), its ``special_ids``, or its roles'."""
+    for name in ("registered_special_ids", "special_ids"):
+        if hasattr(tokenizer, name):
+            return getattr(tokenizer, name)
+    roles = (tokenizer.pad_id, tokenizer.unk_id, tokenizer.mask_id, tokenizer.cls_id, tokenizer.sep_id)
+    return [i for i in roles if i is not None]

@@ -3,7 +3,9 @@ word-piece windows with a label and a weight per piece.
 
 Every word's first piece carries the word's tag (weight 1); its other pieces and ``[CLS]``/``[SEP]``/padding
 have weight 0, so loss and accuracy count each word once. A document longer than ``seq_len - 2`` pieces
-becomes several windows (none is cut away); ``owner`` says which document each window came from.
+becomes several windows (none is cut away); ``owner`` says which document each window came from. A tokenizer
+with ``word_piece_ids`` (`bert4long.tokenizers.HuggingFaceTokenizer`) reads every word as following a space,
+as transformers' ``is_split_into_words=True`` does; others tokenize each word alone (``content_ids``).
 
 >>> from bert4long.data.tagging import encode_tagged
 >>> class Pieces:                                   # a stand-in tokenizer: "tokyo" is two pieces
@@ -68,12 +70,16 @@ def encode_tagged(tokenizer, words, tags, tag_names, seq_len, sources=None):
     rows, owners = [], []
     for doc, (doc_words, doc_tags) in enumerate(zip(words, tags)):
         pieces, labels, weights = [], [], []
-        for word, tag in zip(doc_words, doc_tags):
+        if hasattr(tokenizer, "word_piece_ids"):  # byte-level BPE: a word inside a text starts with its space
+            word_ids = tokenizer.word_piece_ids(doc_words)
+        else:
+            word_ids = [tokenizer.content_ids(word) for word in doc_words]
+        for word_pieces, tag in zip(word_ids, doc_tags):
             if tag not in index:
                 where = sources[doc] if sources else f"document {doc}"
                 raise ValueError(f"{where}: unknown tag {tag!r}; the tags are {list(tag_names)} (add it to the "
                                  "labels file)")
-            ids = list(tokenizer.content_ids(word)) or [tokenizer.unk_id]
+            ids = list(word_pieces) or [tokenizer.unk_id]
             pieces += ids
             labels += [index[tag]] * len(ids)
             weights += [1.0] + [0.0] * (len(ids) - 1)

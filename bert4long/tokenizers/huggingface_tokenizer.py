@@ -134,6 +134,13 @@ class HuggingFaceTokenizer:
         return sorted({i for i in ids if i is not None})
 
     @property
+    def registered_special_ids(self) -> list[int]:
+        """Ids of every token the file registers as special (``<s>``, ``<|endoftext|>``, ``[PAD]``...): text
+        never contains them, so MLM masking neither predicts nor draws them."""
+        added = self._tokenizer.get_added_tokens_decoder()
+        return sorted({i for i, token in added.items() if token.special} | set(self.special_ids))
+
+    @property
     def fingerprint(self) -> str:
         """Hex digest of the tokenizer file and its special tokens."""
         state = [self._tokenizer.to_str(), [getattr(self, f"_token_{role}") for role, _, _ in ROLES]]
@@ -193,6 +200,16 @@ class HuggingFaceTokenizer:
         """Ids of ``text`` without special tokens (a Python list)."""
         check_text(text)
         return list(self._tokenizer.encode(text, add_special_tokens=False).ids)
+
+    def word_piece_ids(self, words: Iterable[str]) -> list[list[int]]:
+        """Ids of each word of a text given as words (token labelling), every word read as following a space,
+        as transformers' ``is_split_into_words=True`` with ``add_prefix_space=True`` does (byte-level BPE:
+        ``Ġword``, the pieces the model saw inside sentences)."""
+        words = list(words)
+        for word in words:
+            check_text(word)
+        encodings = self._tokenizer.encode_batch([" " + word for word in words], add_special_tokens=False)
+        return [list(e.ids) for e in encodings]
 
     def encode_documents(self, texts: Iterable[str]) -> list[np.ndarray]:
         """Content ids (no special tokens) of many documents, as int32 arrays (one batched call)."""

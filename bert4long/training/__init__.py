@@ -23,6 +23,7 @@ from bert4long.training.mlm import (
     evaluate_mlm,
     masker_for,
     mlm_batches,
+    takes_segment_ids,
 )
 from bert4long.training.optim import make_optimizer
 from bert4long.training.resume import RunDirectory
@@ -46,5 +47,6 @@ __all__ = [
     "make_optimizer",
     "masker_for",
     "mlm_batches",
+    "takes_segment_ids",
     "token_label_weights",
 ]

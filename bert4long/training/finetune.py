@@ -5,7 +5,10 @@
   (`bert4long.data.chunk_documents`); every window is encoded, the ``[CLS]``
   states of the non-empty windows are averaged, then classified.
 * `build_token_labeller`: a label per token (NER-style), padding ignored.
+
+On a Longformer both give the first token global attention by default (``global_tokens``, `GlobalTokenMask`).
 """
+import json
 import os
 from collections.abc import Iterable, Sequence
 
@@ -14,6 +17,7 @@ import numpy as np
 from keras import ops
 
 from bert4long.checked_model import CheckedModel
+from bert4long.huggingface import FAMILY_MODELS, is_huggingface_folder
 from bert4long.layers import TakeToken
 from bert4long.models import build_transformer_model
 from bert4long.training.mlm import dtype_policy
@@ -41,7 +45,8 @@ class FoldChunks(keras.layers.Layer):
 class MeanOverChunks(keras.layers.Layer):
     """Average ``[batch * chunks, dim]`` window vectors per document, skipping all-padding windows.
 
-    Call arguments: ``[vectors, chunk_token_ids]`` with ``chunk_token_ids`` ``[batch, chunks, length]``.
+    Call arguments: ``[vectors, chunk_token_ids]`` with ``chunk_token_ids`` ``[batch, chunks, length]``; a
+    window is empty when all its ids are ``pad_token_id`` (0 in BERT vocabularies, 1 in RoBERTa's).
 
     Example:
     >>> import numpy as np
@@ -52,16 +57,107 @@ class MeanOverChunks(keras.layers.Layer):
     [[2.0]]
     """
 
+    def __init__(self, pad_token_id=0, **kwargs):
+        super().__init__(**kwargs)
+        self.pad_token_id = pad_token_id
+
+    def get_config(self):
+        return {**super().get_config(), "pad_token_id": self.pad_token_id}
+
     def call(self, inputs):
         vectors, chunk_ids = inputs
         shape = ops.shape(chunk_ids)
         vectors = ops.reshape(vectors, (shape[0], shape[1], vectors.shape[-1]))
-        present = ops.cast(ops.any(ops.not_equal(chunk_ids, 0), axis=-1), vectors.dtype)[..., None]
+        present = ops.any(ops.not_equal(chunk_ids, self.pad_token_id), axis=-1)
+        present = ops.cast(present, vectors.dtype)[..., None]
         return ops.sum(vectors * present, axis=1) / ops.maximum(ops.sum(present, axis=1), 1.0)
 
     def compute_output_spec(self, inputs):
         vectors, chunk_ids = inputs
         return keras.KerasTensor((chunk_ids.shape[0], vectors.shape[-1]), dtype=vectors.dtype)
+
+
+@keras.saving.register_keras_serializable(package="bert4long")
+class GlobalTokenMask(keras.layers.Layer):
+    """Longformer's int32 attention-mask input from token ids: 0 padding, 2 at the global ``positions``, 1 elsewhere.
+
+    (Hugging Face's ``attention_mask * (global_attention_mask + 1)``; a padding position stays 0.)
+
+    Example:
+    >>> import numpy as np
+    >>> from bert4long.training.finetune import GlobalTokenMask
+    >>> GlobalTokenMask(pad_token_id=1, positions=[0])(np.array([[0, 7, 8, 1, 1]])).numpy().tolist()
+    [[2, 1, 1, 0, 0]]
+    """
+
+    def __init__(self, pad_token_id=0, positions=(0,), **kwargs):
+        super().__init__(**kwargs)
+        self.pad_token_id = pad_token_id
+        self.positions = [int(p) for p in positions]
+
+    def get_config(self):
+        return {**super().get_config(), "pad_token_id": self.pad_token_id, "positions": self.positions}
+
+    def call(self, token_ids):
+        real = ops.cast(ops.not_equal(token_ids, self.pad_token_id), "int32")
+        index = ops.arange(ops.shape(token_ids)[1], dtype="int32")
+        marked = ops.zeros_like(index, dtype="bool")
+        for position in self.positions:
+            marked = ops.logical_or(marked, ops.equal(index, position))
+        return real * (1 + ops.cast(marked, "int32")[None, :])
+
+    def compute_output_spec(self, token_ids):
+        return keras.KerasTensor(token_ids.shape, dtype="int32")
+
+
+def global_positions(model_name, global_tokens="auto"):
+    """The positions given global attention: ``'auto'`` is ``[0]`` (the ``<s>``/``[CLS]`` token, as transformers'
+    ``LongformerForSequenceClassification``) for a Longformer and none for other models; a list names them;
+    None or ``[]`` turns them off. Only Longformer has global tokens (other models: an error).
+
+    >>> global_positions("longformer"), global_positions("bert"), global_positions("longformer", None)
+    ([0], [], [])
+    """
+    longformer = model_name == "longformer"
+    if isinstance(global_tokens, str):
+        if global_tokens != "auto":
+            raise ValueError(f"global_tokens must be 'auto', a list of positions or None, got {global_tokens!r}.")
+        return [0] if longformer else []
+    positions = [int(p) for p in global_tokens or ()]
+    if positions and not longformer:
+        raise ValueError(f"global_tokens={positions} needs a Longformer model (its attention-mask input marks "
+                         f"global tokens); model={model_name!r} has none: leave global_tokens out.")
+    if any(p < 0 for p in positions):
+        raise ValueError(f"global_tokens are positions from 0 on, got {positions}.")
+    return positions
+
+
+def _model_name(config_path, checkpoint_path, kwargs):
+    """The family `build_transformer_model` will build: a Hugging Face config's ``model_type``, else ``model``."""
+    if config_path is None and is_huggingface_folder(checkpoint_path):
+        config_path = os.path.join(checkpoint_path, "config.json")
+    if config_path is not None:
+        with open(config_path, encoding="utf-8") as f:
+            model_type = json.load(f).get("model_type")
+        if model_type in FAMILY_MODELS:
+            return model_type
+    return str(kwargs.get("model", "bert")).lower()
+
+
+def _encoder(config_path, checkpoint_path, global_tokens, **kwargs):
+    """``(encoder, pad id, token inputs, call)``: ``call(inputs)`` gives the sequence output for the token inputs
+    (token ids and, where the model reads them, segment ids), the global-token mask computed from the ids where
+    `global_positions` gives positions (``call`` is None without them: use the encoder's own graph)."""
+    positions = global_positions(_model_name(config_path, checkpoint_path, kwargs), global_tokens)
+    if positions:
+        kwargs["attention_mask_input"] = True
+    builder = build_transformer_model(config_path, checkpoint_path, return_keras_model=False, **kwargs)
+    encoder = builder.model
+    token_inputs = [x for x in encoder.inputs if x.name != "Input-Attention-Mask"]
+    if not positions:
+        return encoder, builder.pad_token_id, token_inputs, None
+    mask = GlobalTokenMask(builder.pad_token_id, positions, name="Global-Attention-Mask")
+    return encoder, builder.pad_token_id, token_inputs, lambda inputs: encoder([*inputs, mask(inputs[0])])
 
 
 def build_classifier(
@@ -71,31 +167,40 @@ def build_classifier(
     pooling: str = "cls",
     dropout_rate: float = 0.1,
     precision: str | None = None,
+    global_tokens: str | Sequence[int] | None = "auto",
     **kwargs,
 ) -> CheckedModel:
     """A document classifier (softmax logits over ``num_labels``) on a pretrained encoder.
 
     ``pooling='cls'``: inputs ``[token_ids, segment_ids]`` ``[batch, length]``.
     ``pooling='chunks'``: inputs ``[token_ids, segment_ids]`` ``[batch, chunks, chunk_len]``.
+    (Models without segment ids, such as ModernBERT: ``[token_ids]`` alone.)
+    ``global_tokens`` (Longformer): positions with global attention, computed from the token ids inside the
+    model (`GlobalTokenMask`, padding from the model's ``pad_token_id``); ``'auto'`` (default) is the first
+    token for a Longformer and none otherwise, None turns it off (`global_positions`).
 
     Example:
     >>> from bert4long.training import build_classifier
     >>> model = build_classifier("bert_config.json", "bert_model.ckpt", num_labels=3,
     ...                          hierarchical_position=True)  # doctest: +SKIP
+    >>> model = build_classifier(None, "longformer-base-4096/", num_labels=2)  # doctest: +SKIP
     """
     if pooling not in ("cls", "chunks"):
         raise ValueError(f"pooling must be 'cls' or 'chunks', got {pooling!r}.")
     with dtype_policy(precision):
-        encoder = build_transformer_model(config_path, checkpoint_path, **kwargs)
-        if pooling == "cls":
+        encoder, pad, token_inputs, call = _encoder(config_path, checkpoint_path, global_tokens, **kwargs)
+        if pooling == "cls" and call is None:
             inputs = list(encoder.inputs)
             pooled = TakeToken(0, name="Classifier-CLS")(encoder.outputs[0])
+        elif pooling == "cls":
+            inputs = [keras.Input((None,), dtype="int32", name=x.name) for x in token_inputs]
+            pooled = TakeToken(0, name="Classifier-CLS")(call(inputs))
         else:
-            inputs = [keras.Input((None, None), dtype="int32", name=n) for n in ("Input-Token", "Input-Segment")]
+            inputs = [keras.Input((None, None), dtype="int32", name=x.name) for x in token_inputs]
             folded = [FoldChunks(name=f"Fold-{i}")(x) for i, x in enumerate(inputs)]
-            states = encoder(folded)
+            states = encoder(folded) if call is None else call(folded)
             vectors = TakeToken(0, name="Classifier-CLS")(states)
-            pooled = MeanOverChunks(name="Classifier-Pool")([vectors, inputs[0]])
+            pooled = MeanOverChunks(pad, name="Classifier-Pool")([vectors, inputs[0]])
         pooled = keras.layers.Dropout(dropout_rate, name="Classifier-Dropout")(pooled)
         logits = keras.layers.Dense(num_labels, dtype="float32", name="Classifier-Logits")(pooled)
     return CheckedModel(inputs, logits, name=f"classifier_{pooling}")
@@ -107,23 +212,32 @@ def build_token_labeller(
     num_labels: int,
     dropout_rate: float = 0.1,
     precision: str | None = None,
+    global_tokens: str | Sequence[int] | None = "auto",
     **kwargs,
 ) -> CheckedModel:
     """Per-token logits ``[batch, length, num_labels]`` (train with `token_label_weights`).
+
+    Inputs and ``global_tokens`` as `build_classifier` (``'auto'``: a Longformer's first token is global).
 
     Example:
     >>> from bert4long.training import build_token_labeller
     >>> model = build_token_labeller("bert_config.json", "bert_model.ckpt", num_labels=9)  # doctest: +SKIP
     """
     with dtype_policy(precision):
-        encoder = build_transformer_model(config_path, checkpoint_path, **kwargs)
-        x = keras.layers.Dropout(dropout_rate, name="Labeller-Dropout")(encoder.outputs[0])
+        encoder, _, token_inputs, call = _encoder(config_path, checkpoint_path, global_tokens, **kwargs)
+        if call is None:
+            inputs, states = encoder.inputs, encoder.outputs[0]
+        else:
+            inputs = [keras.Input((None,), dtype="int32", name=x.name) for x in token_inputs]
+            states = call(inputs)
+        x = keras.layers.Dropout(dropout_rate, name="Labeller-Dropout")(states)
         logits = keras.layers.Dense(num_labels, dtype="float32", name="Labeller-Logits")(x)
-    return CheckedModel(encoder.inputs, logits, name="token_labeller")
+    return CheckedModel(inputs, logits, name="token_labeller")
 
 
 def token_label_weights(token_ids: np.typing.ArrayLike, special_ids: Sequence[int] = (0, 2, 3)) -> np.ndarray:
-    """float32 weights: 1 on real tokens, 0 on padding, ``[CLS]`` and ``[SEP]``."""
+    """float32 weights: 1 on real tokens, 0 on padding, ``[CLS]`` and ``[SEP]`` (the default ids are BERT's;
+    pass ``tokenizer.special_ids`` for other vocabularies, e.g. RoBERTa's ``<s>`` 0, ``<pad>`` 1, ``</s>`` 2)."""
     return (~np.isin(np.asarray(token_ids), special_ids)).astype("float32")
 
 

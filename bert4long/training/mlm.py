@@ -80,7 +80,10 @@ def build_mlm_model(
             try:
                 builder.load_weights_from_checkpoint(checkpoint_path, partial_load=partial_load)
             except MissingCheckpointVariableError as error:
-                if not error.name.startswith("cls/predictions"):
+                mapping = builder.variable_mapping()
+                head = {target if isinstance(target, str) else target[0]
+                        for layer in HEAD_LAYERS for target in mapping.get(layer, {}).values()}
+                if error.name not in head:  # (Google names: cls/predictions/...; Longformer: lm_head.*)
                     raise
                 has_head = False
                 encoder = build_transformer_model(config_path, checkpoint_path, partial_load=partial_load, **{
@@ -112,10 +115,18 @@ def compile_mlm(
     return model
 
 
-def to_model_inputs(batch: dict[str, tf.Tensor]) -> tuple[tuple[tf.Tensor, ...], tf.Tensor, tf.Tensor]:
-    """``{token_ids, segment_ids, masked_positions, masked_ids, masked_weights}`` -> ``(x, y, w)``."""
-    segment_ids = batch.get("segment_ids", tf.zeros_like(batch["token_ids"]))
-    x = (batch["token_ids"], segment_ids, batch["masked_positions"])
+def takes_segment_ids(model: keras.Model) -> bool:
+    """Whether ``model`` has a segment-id input (ModernBERT has none: token ids and masked positions only)."""
+    return any(x.name == "Input-Segment" for x in model.inputs)
+
+
+def to_model_inputs(
+    batch: dict[str, tf.Tensor], segment_ids: bool = True
+) -> tuple[tuple[tf.Tensor, ...], tf.Tensor, tf.Tensor]:
+    """``{token_ids, segment_ids, masked_positions, masked_ids, masked_weights}`` -> ``(x, y, w)``; ``x`` leaves
+    the segment ids out for a model without them (``segment_ids=False``)."""
+    segments = (batch.get("segment_ids", tf.zeros_like(batch["token_ids"])),) if segment_ids else ()
+    x = (batch["token_ids"], *segments, batch["masked_positions"])
     return x, batch["masked_ids"], batch["masked_weights"]
 
 
@@ -126,11 +137,13 @@ def mlm_batches(
     seed: int = 0,
     start_step: int = 0,
     shuffle: bool = True,
+    segment_ids: bool = True,
 ) -> tf.data.Dataset:
     """Endless deterministic MLM batches from packed ``sequences`` (int32 ``[N, L]``), from ``start_step`` on.
 
     ``shuffle``: every epoch in a new order (`bert4long.data.order`); False reads
-    the sequences in their order (evaluation).
+    the sequences in their order (evaluation). ``segment_ids=False`` for a model
+    without a segment input (`takes_segment_ids`).
 
     Example:
     >>> import numpy as np
@@ -156,7 +169,8 @@ def mlm_batches(
     rows = example_order(len(sequences), seed, start, shuffle=shuffle)
     dataset = tf.data.Dataset.zip(positions, rows)
     dataset = dataset.map(example, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
-    return dataset.batch(batch_size, drop_remainder=True).map(to_model_inputs).prefetch(tf.data.AUTOTUNE)
+    dataset = dataset.batch(batch_size, drop_remainder=True)
+    return dataset.map(lambda batch: to_model_inputs(batch, segment_ids)).prefetch(tf.data.AUTOTUNE)
 
 
 def evaluate_mlm(
@@ -176,7 +190,8 @@ def evaluate_mlm(
     loss_fn = mlm_loss()
     total_loss = total_correct = total_weight = 0.0
     predict = tf.function(lambda x: model(x, training=False), jit_compile=False, reduce_retracing=True)
-    for x, y, w in mlm_batches(sequences, masker, batch_size, seed=seed, shuffle=False).take(steps):
+    batches = mlm_batches(sequences, masker, batch_size, seed=seed, shuffle=False, segment_ids=takes_segment_ids(model))
+    for x, y, w in batches.take(steps):
         logits = tf.cast(predict(x), tf.float32)
         weight = float(tf.reduce_sum(w))
         total_loss += float(loss_fn(y, logits, sample_weight=w)) * weight
