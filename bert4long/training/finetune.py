@@ -21,6 +21,7 @@ from bert4long.huggingface import FAMILY_MODELS, is_huggingface_folder
 from bert4long.layers import TakeToken
 from bert4long.models import build_transformer_model
 from bert4long.training.mlm import dtype_policy
+from bert4long.training.optim import loss_scaled
 
 
 @keras.saving.register_keras_serializable(package="bert4long")
@@ -246,7 +247,7 @@ def compile_finetune(
 ) -> keras.Model:
     """Cross-entropy on logits with accuracy; sample weights (token labelling) count as a mean."""
     model.compile(
-        optimizer=optimizer,
+        optimizer=loss_scaled(optimizer, model),
         loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True, reduction="mean_with_sample_weight"),
         weighted_metrics=[keras.metrics.SparseCategoricalAccuracy(name="accuracy")],
         jit_compile=jit_compile,

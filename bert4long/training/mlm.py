@@ -27,6 +27,7 @@ from bert4long.data.masking import MLMMasker
 from bert4long.data.order import example_order
 from bert4long.huggingface import is_huggingface_folder
 from bert4long.models import Transformer, build_transformer_model
+from bert4long.training.optim import loss_scaled
 
 HEAD_LAYERS = ("MLM-Dense", "MLM-Norm", "MLM-Bias")
 
@@ -106,7 +107,7 @@ def compile_mlm(
 ) -> keras.Model:
     """Compile ``model`` for MLM: masked-position loss and accuracy (``mlm_accuracy``)."""
     model.compile(
-        optimizer=optimizer,
+        optimizer=loss_scaled(optimizer, model),
         loss=mlm_loss(),
         weighted_metrics=[keras.metrics.SparseCategoricalAccuracy(name="mlm_accuracy")],
         jit_compile=jit_compile,

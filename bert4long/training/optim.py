@@ -46,3 +46,35 @@ def make_optimizer(
     )
     optimizer.exclude_from_weight_decay(var_names=NO_DECAY)
     return optimizer
+
+
+@keras.saving.register_keras_serializable(package="bert4long")
+class SparseSafeLossScaleOptimizer(keras.optimizers.LossScaleOptimizer):
+    """Keras's dynamic loss scaling, with overflow seen in sparse gradients too.
+
+    Keras 3.15's ``check_finite`` calls ``ops.isfinite`` on a token embedding's
+    ``tf.IndexedSlices`` gradient and gets True even when its values hold ``inf``;
+    the overflowed step is then applied and every weight becomes ``nan`` (seen on
+    Longformer and ModernBERT under ``mixed_float16``). Here the slices' values are
+    checked.
+
+    Example:
+    >>> import tensorflow as tf
+    >>> from bert4long.training import make_optimizer
+    >>> from bert4long.training.optim import SparseSafeLossScaleOptimizer
+    >>> optimizer = SparseSafeLossScaleOptimizer(make_optimizer(1e-3, total_steps=10))
+    >>> overflow = tf.IndexedSlices(tf.constant([[float("inf")]]), tf.constant([0]), tf.constant([3, 1]))
+    >>> bool(optimizer.check_finite([tf.ones((2,)), overflow]))
+    False
+    """
+
+    def check_finite(self, grads):
+        return super().check_finite([getattr(g, "values", g) for g in grads])
+
+
+def loss_scaled(optimizer: keras.optimizers.Optimizer, model: keras.Model) -> keras.optimizers.Optimizer:
+    """``optimizer`` wrapped in `SparseSafeLossScaleOptimizer` when ``model`` computes in ``mixed_float16``
+    (what Keras's ``compile`` would wrap in its own `LossScaleOptimizer`), else unchanged."""
+    if model.dtype_policy.name != "mixed_float16" or isinstance(optimizer, keras.optimizers.LossScaleOptimizer):
+        return optimizer
+    return SparseSafeLossScaleOptimizer(optimizer)
