@@ -18,7 +18,7 @@ os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 __version__ = "0.1.0"
 
 # Keras registers a class when its module runs: import every module that defines one.
-from bert4long import attention, layers, masked_lm_model, optimizers, recurrence  # noqa: F401
+from bert4long import attention, layers, longformer, masked_lm_model, modernbert, optimizers, recurrence  # noqa: F401
 from bert4long.checkpoints import MissingCheckpointVariableError
 from bert4long.models import build_transformer_model
 from bert4long.tokenizers import Tokenizer, load_vocab

@@ -138,3 +138,30 @@ def test_finetune_integer_labels_then_predict(tiny_bert, tmp_path, capsys):
     assert [line["source"] for line in lines] == ["d0.txt", "d1.txt", "d2.txt"]
     assert all(line["label"] in ("0", "1") and abs(sum(line["probabilities"].values()) - 1) < 1e-5
                for line in lines)
+
+
+def test_export_run_serves_the_fine_tuned_classifier_on_raw_text(tiny_bert, tmp_path, capsys):
+    """`export --run` writes the classifier `finetune` saved; with --raw-text its serving_default reads whole
+    documents (WordPiece in the graph, the run's own length and casing) and gives `predict --run`'s numbers."""
+    import tensorflow as tf
+
+    from bert4long.cli import main
+
+    _, checkpoint, _ = tiny_bert
+    train = tmp_path / "train.jsonl"
+    train.write_text("".join(json.dumps({"text": " ".join(f"w{(i * 3 + j) % 30}" for j in range(20)),
+                                         "label": ["a", "b"][i % 2]}) + "\n" for i in range(6)))
+    run = str(tmp_path / "run")
+    assert main(["finetune", "--checkpoint", checkpoint, "--train", str(train), "--seq-len", "16",
+                 "--batch-size", "4", "--steps", "2", "--out", run, "--no-xla", "--quiet"]) == 0
+    texts = ["w1 w2 w3 " * (5 + 20 * i) for i in range(3)]  # up to 183 tokens: longer than 16
+    inputs = tmp_path / "docs.jsonl"
+    inputs.write_text("".join(json.dumps({"text": text}) + "\n" for text in texts))
+    assert main(["predict", "--run", run, "--input", str(inputs), "--output", str(tmp_path / "out.jsonl")]) == 0
+    expected = [json.loads(line)["probabilities"] for line in (tmp_path / "out.jsonl").read_text().splitlines()]
+    assert main(["export", "--run", run, "--raw-text", "--out", str(tmp_path / "served")]) == 0
+    serve = tf.saved_model.load(str(tmp_path / "served")).signatures["serving_default"]
+    probabilities = tf.nn.softmax(serve(texts=tf.constant(texts))["logits"]).numpy()
+    np.testing.assert_allclose(probabilities, [[p["a"], p["b"]] for p in expected], atol=1e-5)
+    assert main(["export", "--run", run, "--checkpoint", checkpoint, "--out", str(tmp_path / "both")]) == 1
+    assert "one source" in capsys.readouterr().err

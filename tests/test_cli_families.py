@@ -156,6 +156,7 @@ def test_pretrain_feeds_the_tokenizers_ids(folders, data, family, tmp_path, caps
 
 def test_longformer_finetune_global_cls_predict_export_info(folders, data, tmp_path, capsys, monkeypatch):
     import keras
+    import tensorflow as tf
 
     folder = folders["longformer"]
     common = ["finetune", "--checkpoint", folder, "--train", data["train"], "--seq-len", str(SEQ_LEN), "--steps", "1",
@@ -225,6 +226,12 @@ def test_longformer_finetune_global_cls_predict_export_info(folders, data, tmp_p
                           env={k: v for k, v in os.environ.items() if k != "PYTHONPATH"}, cwd=str(tmp_path))
     assert done.returncode == 0, done.stderr[-3000:]
     assert np.abs(np.load(tmp_path / "served.npy") - expected).max() < 1e-5
+
+    # the fine-tuned classifier itself, global <s> included, served from its run folder
+    run(["export", "--run", str(tmp_path / "global"), "--out", str(tmp_path / "served_run")], capsys)
+    logits = tf.saved_model.load(str(tmp_path / "served_run")).signatures["serving_default"](
+        token_ids=tf.constant(ids), segment_ids=tf.constant(ids * 0))["logits"]
+    assert np.abs(logits.numpy() - model.predict([ids, ids * 0], verbose=0)).max() < 1e-5
 
 
 def test_longformer_classifier_global_tokens_reach_the_model(folders):

@@ -36,7 +36,9 @@ KEYS_PER_QUERY = {
 def add_export_arguments(parser):
     parser.description = ("Write a TensorFlow SavedModel whose serving_default signature takes int32 token_ids "
                           "and segment_ids [batch, length] (TensorFlow alone can load it).")
-    add_model_arguments(parser)
+    add_model_arguments(parser, checkpoint_required=False)
+    parser.add_argument("--run", help="the --out folder of `bert4long finetune`: export its fine-tuned model "
+                                      "(classifier or token labeller) instead of an encoder --checkpoint")
     parser.add_argument("--with-mlm", action="store_true", help="include the MLM head (mlm_output)")
     parser.add_argument("--with-pool", action="store_true", help="include the pooler (pooled_output)")
     parser.add_argument("--out", required=True, help="export folder")
@@ -63,26 +65,22 @@ def add_export_arguments(parser):
 
 def run_export(args):
     from bert4long.export import export_saved_model
-    from bert4long.models import build_transformer_model
 
-    check_checkpoint(args)
-    folder = tokenizer_folder(args)
-    if args.raw_text and folder is not None:
-        raise ValueError(f"--raw-text tokenizes in the graph with WordPiece only, and {folder!r} holds another "
-                         "tokenizer (tokenizer.json / vocab.json + merges.txt / .model): export without --raw-text "
-                         "(the int32 token_ids signature) and tokenize with "
-                         f"bert4long.tokenizers.load_tokenizer({folder!r}) before calling it")
-    check_model_options(args, max_position_of(args), check_length=False)  # the export reads any length
-    model = build_transformer_model(args.config, args.checkpoint, with_mlm=args.with_mlm, with_pool=args.with_pool,
-                                    **model_kwargs(args))
+    if (args.run is None) == (args.checkpoint is None):
+        raise ValueError("export needs one source: --checkpoint (an encoder) or --run (the --out folder of "
+                         "`bert4long finetune`)")
+    if args.run is not None:
+        model = _fine_tuned_model(args)
+    else:
+        model = _encoder_to_export(args)
     if args.raw_text:
         tokenizer = tokenizer_for(args)
         if args.max_length is not None and args.seq_len > args.max_length:
             raise ValueError(f"--seq-len {args.seq_len} is longer than --max-length {args.max_length}: "
                              "rows of the raw-text signature must fit the token-id signature")
         options = {"raw_text": True, "tokenizer": tokenizer, "seq_len": args.seq_len, "strategy": args.strategy,
-                       "head_len": args.head_len, "chunk_overlap": args.chunk_overlap, "pool": args.pool,
-                       "max_chunks": args.max_chunks}
+                   "head_len": args.head_len, "chunk_overlap": args.chunk_overlap, "pool": args.pool,
+                   "max_chunks": args.max_chunks}
     else:
         options = {}
     names = export_saved_model(model, args.out, max_length=args.max_length, overwrite=args.overwrite, **options)
@@ -90,6 +88,47 @@ def run_export(args):
     if args.raw_text:
         print(f"serving_default takes texts (string [batch]), {'un' if args.lower_case else ''}cased WordPiece, "
               f"strategy {args.strategy} at {args.seq_len} tokens; serve_token_ids takes int32 token_ids")
+
+
+def _refuse_raw_text_for(folder):
+    if folder is not None:
+        raise ValueError(f"--raw-text tokenizes in the graph with WordPiece only, and {folder!r} holds another "
+                         "tokenizer (tokenizer.json / vocab.json + merges.txt / .model): export without --raw-text "
+                         "(the int32 token_ids signature) and tokenize with "
+                         f"bert4long.tokenizers.load_tokenizer({folder!r}) before calling it")
+
+
+def _fine_tuned_model(args):
+    """The model `bert4long finetune` saved in --run; for --raw-text, its WordPiece vocab, casing and length."""
+    import keras
+
+    import bert4long  # noqa: F401  (registers the classes the saved model names)
+    from bert4long.cli.tasks import MODEL_FILES, read_run_settings
+
+    settings = read_run_settings(args.run, "or --checkpoint for an encoder")
+    model = keras.models.load_model(os.path.join(args.run, MODEL_FILES[settings["task"]]))
+    if args.raw_text:
+        vocab = os.path.join(args.run, "vocab.txt")
+        _refuse_raw_text_for(None if os.path.isfile(vocab) else args.run)
+        if len(model.inputs[0].shape) != 2:
+            raise ValueError(f"--raw-text serves models that read [batch, length], and {args.run!r} pools "
+                             f"--chunks {settings['chunks']} windows inside the model: export without --raw-text, or "
+                             "fine-tune with --pooling cls and export it with --raw-text --strategy chunks")
+        args.vocab, args.seq_len = vocab, settings["seq_len"]
+        if args.lower_case is None:
+            args.lower_case = settings["lower_case"]
+    return model
+
+
+def _encoder_to_export(args):
+    from bert4long.models import build_transformer_model
+
+    check_checkpoint(args)
+    if args.raw_text:
+        _refuse_raw_text_for(tokenizer_folder(args))
+    check_model_options(args, max_position_of(args), check_length=False)  # the export reads any length
+    return build_transformer_model(args.config, args.checkpoint, with_mlm=args.with_mlm, with_pool=args.with_pool,
+                                   **model_kwargs(args))
 
 
 def add_info_arguments(parser):

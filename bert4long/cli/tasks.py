@@ -244,6 +244,16 @@ def _read_inputs(args, task):
     return texts, sources
 
 
+def read_run_settings(run, alternative):
+    """The settings `bert4long finetune` wrote to ``run`` (its --out), or an error naming what to pass instead."""
+    settings_path = os.path.join(run, SETTINGS_FILE)
+    if not os.path.isfile(settings_path):
+        raise FileNotFoundError(f"--run {run!r} holds no {SETTINGS_FILE}: pass the --out folder of "
+                                f"`bert4long finetune`, {alternative}")
+    with open(settings_path, encoding="utf-8") as f:
+        return json.load(f)
+
+
 def run_predict(args):
     import keras
 
@@ -251,12 +261,7 @@ def run_predict(args):
     import bert4long.training  # noqa: F401
 
     if args.run:
-        settings_path = os.path.join(args.run, SETTINGS_FILE)
-        if not os.path.isfile(settings_path):
-            raise FileNotFoundError(f"--run {args.run!r} holds no {SETTINGS_FILE}: pass the --out folder of "
-                                    "`bert4long finetune`, or --checkpoint for embeddings")
-        with open(settings_path, encoding="utf-8") as f:
-            settings = json.load(f)
+        settings = read_run_settings(args.run, "or --checkpoint for embeddings")
         args.checkpoint, args.config, args.vocab = None, None, os.path.join(args.run, "vocab.txt")
         args.seq_len, args.pooling, args.chunks = settings["seq_len"], settings["pooling"], settings["chunks"]
         if args.lower_case is None:
