@@ -47,7 +47,8 @@ def add_pretrain_arguments(parser):
     parser.description = (
         "Continued masked-LM pretraining on a corpus (a folder of text files, one document each, one text file, "
         "or a .jsonl with a 'text' field). Interrupt it any time and run the same command again: it resumes from "
-        "the last checkpoint. Ends with bert_model.ckpt (Google layout; a Hugging Face folder for Longformer, BigBird and ModernBERT), model.keras, and TensorBoard logs in --out. "
+        "the last checkpoint. Ends with bert_model.ckpt (Google layout; a Hugging Face folder for Longformer, "
+        "BigBird and ModernBERT), model.keras, and TensorBoard logs in --out. "
         + DEMO_DESCRIPTION
     )
     parser.add_argument("--demo", action="store_true", help="the built-in MiniLM/Wikipedia demo")
