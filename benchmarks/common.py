@@ -1,4 +1,5 @@
 """Shared helpers of the benchmark scripts: timing, peak memory, machine stamp, table/JSON output."""
+import functools
 import json
 import os
 import platform
@@ -127,7 +128,9 @@ def minilm_folder():
     return os.path.join(spec.submodule_search_locations[0], "model")
 
 
+@functools.cache
 def minilm_tokenizer():
+    """all-MiniLM-L6-v2's WordPiece tokenizer (one per process)."""
     from bert4long.tokenizers import Tokenizer
 
     return Tokenizer(os.path.join(minilm_folder(), "vocab.txt"), do_lower_case=True)
