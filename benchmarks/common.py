@@ -73,10 +73,13 @@ def peak_rss_gb():
 
 
 def machine_stamp(command=None):
+    """Machine, library versions and command of a run (versions read without importing what this run did not)."""
+    from importlib import metadata
+
     versions = {}
     for module in ("tensorflow", "keras", "numpy", "torch", "transformers"):
         try:
-            versions[module] = __import__(module).__version__
+            versions[module] = sys.modules[module].__version__ if module in sys.modules else metadata.version(module)
         except Exception:  # not installed: not part of this run
             pass
     return {
