@@ -1,4 +1,5 @@
 """Shared helpers of the benchmark scripts: timing, peak memory, machine stamp, table/JSON output."""
+import functools
 import json
 import os
 import platform
@@ -72,10 +73,13 @@ def peak_rss_gb():
 
 
 def machine_stamp(command=None):
+    """Machine, library versions and command of a run (versions read without importing what this run did not)."""
+    from importlib import metadata
+
     versions = {}
     for module in ("tensorflow", "keras", "numpy", "torch", "transformers"):
         try:
-            versions[module] = __import__(module).__version__
+            versions[module] = sys.modules[module].__version__ if module in sys.modules else metadata.version(module)
         except Exception:  # not installed: not part of this run
             pass
     return {
@@ -127,7 +131,9 @@ def minilm_folder():
     return os.path.join(spec.submodule_search_locations[0], "model")
 
 
+@functools.cache
 def minilm_tokenizer():
+    """all-MiniLM-L6-v2's WordPiece tokenizer (one per process)."""
     from bert4long.tokenizers import Tokenizer
 
     return Tokenizer(os.path.join(minilm_folder(), "vocab.txt"), do_lower_case=True)

