@@ -3,8 +3,10 @@ import pathlib
 import re
 
 import numpy as np
+import pytest
 
 from bert4long.attention import FullAttention
+from bert4long.attention.base import _KERNELS
 
 DOC = pathlib.Path(__file__).resolve().parent.parent / "docs" / "architecture.md"
 
@@ -15,7 +17,16 @@ def example_code():
     return block
 
 
-def test_the_kernel_example_runs_and_matches_full_attention(capsys):
+@pytest.fixture
+def kernel_registry():
+    """The registry as it was before the example registered its kernel (other tests list the registered ones)."""
+    before = dict(_KERNELS)
+    yield
+    _KERNELS.clear()
+    _KERNELS.update(before)
+
+
+def test_the_kernel_example_runs_and_matches_full_attention(capsys, kernel_registry):
     namespace = {}
     exec(compile(example_code(), str(DOC), "exec"), namespace)
     assert capsys.readouterr().out.strip() == "(1, 12, 16)"
