@@ -61,12 +61,17 @@ def is_huggingface_folder(path):
     return path is not None and os.path.isdir(path) and os.path.isfile(os.path.join(path, "config.json"))
 
 
+def family_model_type(config_path):
+    """The ``model_type`` of the Hugging Face ``config.json`` at ``config_path`` when its own module builds it
+    (one of `FAMILY_MODELS`), else None."""
+    with open(config_path, encoding="utf-8") as f:
+        model_type = json.load(f).get("model_type")
+    return model_type if model_type in FAMILY_MODELS else None
+
+
 def is_family_folder(path):
     """True for a Hugging Face folder whose ``model_type`` is one of `FAMILY_MODELS` (read by its own module)."""
-    if not is_huggingface_folder(path):
-        return False
-    with open(os.path.join(path, "config.json"), encoding="utf-8") as f:
-        return json.load(f).get("model_type") in FAMILY_MODELS
+    return is_huggingface_folder(path) and family_model_type(os.path.join(path, "config.json")) is not None
 
 
 def read_huggingface_config(path):

@@ -202,17 +202,14 @@ def check_model_options(args, max_position=None, check_length=True):
 
 def _family_of(args):
     """The ``model_type`` of a Hugging Face --checkpoint folder that its own module builds, else None."""
-    import json
     import os
 
-    from bert4long.huggingface import FAMILY_MODELS, is_huggingface_folder
+    from bert4long.huggingface import family_model_type, is_huggingface_folder
 
     checkpoint = getattr(args, "checkpoint", None)
     if getattr(args, "config", None) or not is_huggingface_folder(checkpoint):
         return None
-    with open(os.path.join(checkpoint, "config.json"), encoding="utf-8") as f:
-        model_type = json.load(f).get("model_type")
-    return model_type if model_type in FAMILY_MODELS else None
+    return family_model_type(os.path.join(checkpoint, "config.json"))
 
 
 def model_kwargs(args):

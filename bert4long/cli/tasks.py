@@ -133,7 +133,9 @@ def check_finetune_arguments(args):
 
 def model_inputs(model, token_ids):
     """What ``model`` takes for ``token_ids``: ``(token_ids, segment_ids)``, or the ids alone (ModernBERT)."""
-    return (token_ids, token_ids * 0) if len(model.inputs) > 1 else (token_ids,)
+    from bert4long.training import takes_segment_ids
+
+    return (token_ids, token_ids * 0) if takes_segment_ids(model) else (token_ids,)
 
 
 def run_finetune(args):

@@ -8,7 +8,6 @@
 
 On a Longformer both give the first token global attention by default (``global_tokens``, `GlobalTokenMask`).
 """
-import json
 import os
 from collections.abc import Iterable, Sequence
 
@@ -17,7 +16,7 @@ import numpy as np
 from keras import ops
 
 from bert4long.checked_model import CheckedModel
-from bert4long.huggingface import FAMILY_MODELS, is_huggingface_folder
+from bert4long.huggingface import family_model_type, is_huggingface_folder
 from bert4long.layers import TakeToken
 from bert4long.models import build_transformer_model
 from bert4long.training.mlm import dtype_policy
@@ -137,12 +136,8 @@ def _model_name(config_path, checkpoint_path, kwargs):
     """The family `build_transformer_model` will build: a Hugging Face config's ``model_type``, else ``model``."""
     if config_path is None and is_huggingface_folder(checkpoint_path):
         config_path = os.path.join(checkpoint_path, "config.json")
-    if config_path is not None:
-        with open(config_path, encoding="utf-8") as f:
-            model_type = json.load(f).get("model_type")
-        if model_type in FAMILY_MODELS:
-            return model_type
-    return str(kwargs.get("model", "bert")).lower()
+    family = family_model_type(config_path) if config_path is not None else None
+    return family or str(kwargs.get("model", "bert")).lower()
 
 
 def _encoder(config_path, checkpoint_path, global_tokens, **kwargs):
