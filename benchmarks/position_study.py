@@ -328,6 +328,15 @@ def stage_zeroshot(args, data, tokenizer, results):
               f">={args.base_length} {table[method]['acc_ge_all']:.4f}", flush=True)
 
 
+def reads_split(method):
+    """Whether ``method``'s first base-length position rows are positions 0.. of the trained table.
+
+    True for hierarchical (its first n rows are the trained rows) and copy (the first tile);
+    interpolation squeezes the table, so its rows 0..n-1 are not positions 0..n-1.
+    """
+    return method.startswith("hierarchical-") or method.startswith("copy")
+
+
 def state_folder(args, method):
     """Where ``method``'s resumable training state (weights, optimizer, step) lives."""
     safe = method.replace("+", "_")
@@ -382,6 +391,9 @@ def train_turn(args, data, masker, sequences, results, method, turn_steps):
             return
         entry = {"step": step, "train_loss": loss,
                  **evaluate(model, data["eval_long"], masker, args, boundary=args.base_length)}
+        if reads_split(method):  # the same model read as independent base-length windows: its own 'split'
+            entry["split"] = evaluate(model, data["eval_long"], masker, args, boundary=args.base_length,
+                                      split=args.base_length)
         entry = {k: v for k, v in entry.items() if k != "seconds"}
         run["curve"] = sorted(run["curve"] + [entry], key=lambda point: point["step"])
         evaluated.add(step)
@@ -396,7 +408,11 @@ def train_turn(args, data, masker, sequences, results, method, turn_steps):
     if step == 0 and 0 not in evaluated:
         zero = results.get("zero_shot", {}).get(method)
         if zero:
-            run["curve"].insert(0, {"step": 0, "train_loss": None, **{k: v for k, v in zero.items() if k != "seconds"}})
+            point = {"step": 0, "train_loss": None, **{k: v for k, v in zero.items() if k != "seconds"}}
+            split = results["zero_shot"].get("split")
+            if reads_split(method) and split:  # before training, its windows are the base's windows
+                point["split"] = {k: v for k, v in split.items() if k != "seconds"}
+            run["curve"].insert(0, point)
             evaluated.add(0)
         else:
             record(0, None)
@@ -405,15 +421,18 @@ def train_turn(args, data, masker, sequences, results, method, turn_steps):
     if step:  # a state saved just before an interruption, not yet evaluated: evaluate it now
         with open(os.path.join(state.directory, f"step-{step:09d}", "run.json")) as f:
             record(step, json.load(f)["loss"])
-    target = min(args.train_steps, step + turn_steps)
+    stop = min(args.stop_at or args.train_steps, args.train_steps)
+    run["stop_at"] = stop
+    target = min(stop, step + turn_steps)
     first = step
     while step < target:
-        length = min(args.eval_every - step % args.eval_every, target - step)
+        length = min(args.eval_every - step % args.eval_every, target - step,
+                     *(point - step for point in args.extra_evals if point > step))
         history = model.fit(mlm_batches(sequences, masker, args.batch, seed=3, start_step=step),
                             steps_per_epoch=length, epochs=1, verbose=0, shuffle=False)
         step += length
         loss = float(history.history["loss"][-1])
-        if step % args.eval_every == 0 or step == args.train_steps:
+        if step % args.eval_every == 0 or step in (args.train_steps, stop) or step in args.extra_evals:
             state.save(checkpoint, step, extra={"loss": loss})
             run["steps_done"] = step
             record(step, loss)
@@ -421,7 +440,7 @@ def train_turn(args, data, masker, sequences, results, method, turn_steps):
         run["segments"].append({"from_step": first, "to_step": step, "time": time.strftime("%Y-%m-%d %H:%M UTC",
                                                                                             time.gmtime())})
     run["steps_done"] = step
-    run["done"] = step >= args.train_steps
+    run["done"] = step >= stop
     save(args.out, results)
     return run["done"]
 
@@ -465,6 +484,10 @@ def main(argv=None):
     parser.add_argument("--train-steps", type=int, default=1000)
     parser.add_argument("--train-lr", type=float, default=1e-4)
     parser.add_argument("--eval-every", type=int, default=100)
+    parser.add_argument("--extra-evals", type=int, nargs="*", default=[50],
+                        help="steps evaluated besides every --eval-every (the early recovery)")
+    parser.add_argument("--stop-at", type=int, default=0,
+                        help="stop these methods at this step, on the --train-steps schedule (0: --train-steps)")
     parser.add_argument("--turn-steps", type=int, default=0,
                         help="interleave the methods: each advances this many steps in turn (0: one after the other)")
     parser.add_argument("--max-turns", type=int, default=0,
