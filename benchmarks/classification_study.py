@@ -19,6 +19,9 @@ Strategies (the document's content tokens, [CLS] ... [SEP] around each sequence)
   recurrence-2048       the first 2,046 tokens, segment recurrence (512-token segments, 512 memory)
   sliding-2048          the first 2,046 tokens, hierarchical positions + Longformer window 512
                         (attention='chunked' is exact attention, so it would equal hierarchical-2048)
+  tfidf-512             no encoder: sklearn's TF-IDF (over the same first 510 WordPiece pieces) + logistic
+                        regression, C chosen by an inner CV, all fitted per training fold: the user's baseline
+  tfidf-whole           the same over the whole document
 
     python benchmarks/classification_study.py
     python benchmarks/classification_study.py --strategies head-512 hierarchical-1024
@@ -28,6 +31,7 @@ Writes benchmarks/results/classification_study.json (…_quick.json with --quick
 """
 import argparse
 import csv
+import functools
 import importlib.util
 import os
 import sys
@@ -44,7 +48,7 @@ sys.path.insert(0, ROOT)
 from common import load_json, machine_stamp, minilm_folder, minilm_tokenizer, write_json, write_tiny_config  # noqa: E402
 
 STRATEGIES = ("head-512", "head+tail-512", "chunks-512", "hierarchical-1024", "hierarchical-2048",
-              "recurrence-2048", "sliding-2048")
+              "recurrence-2048", "sliding-2048", "tfidf-512", "tfidf-whole")
 
 
 def load_speeches():
@@ -152,7 +156,64 @@ def stratified_folds(y, folds, seed):
     return assignment
 
 
-def cross_validate(x, y, long_mask, folds, repeats, c):
+def logistic_on_features(x, c):
+    """``fit_predict(train, test, y)`` for `cross_validate`: standardised features, our Newton solver."""
+    def fit_predict(train, test, y):
+        mean, std = x[train].mean(0), x[train].std(0) + 1e-6
+        w = fit_logistic((x[train] - mean) / std, y[train], c=c)
+        return predict_logistic(w, (x[test] - mean) / std)
+
+    return fit_predict
+
+
+TFIDF_CS = (0.1, 1.0, 10.0, 100.0, 1000.0)
+
+
+def tfidf_logistic(documents, c):
+    """``fit_predict`` for `cross_validate`: what a user would compare against, sklearn's TF-IDF + logistic regression.
+
+    The terms are the documents' WordPiece pieces (so '-512' truncates exactly as the encoder rows do);
+    the vocabulary and idf are fitted on the training fold only. ``c=None``: C chosen among `TFIDF_CS`
+    by an inner stratified 5-fold CV on the training fold (macro-F1), as a careful user would; sklearn's
+    default C=1 predicts the majority class on this set.
+    """
+    from sklearn.feature_extraction.text import TfidfVectorizer
+    from sklearn.linear_model import LogisticRegression
+    from sklearn.model_selection import GridSearchCV
+
+    texts = [" ".join(map(str, d)) for d in documents]
+
+    def fit_predict(train, test, y):
+        vectorizer = TfidfVectorizer(analyzer=str.split)
+        x_train = vectorizer.fit_transform([texts[i] for i in np.flatnonzero(train)])
+        model = LogisticRegression(C=c or 1.0, max_iter=1000)
+        if c is None:
+            inner = min(5, int(np.bincount(y[train]).min()))  # (the smoke run's folds hold 3 per class)
+            model = GridSearchCV(model, {"C": list(TFIDF_CS)}, cv=inner, scoring="f1_macro")
+        model.fit(x_train, y[train])
+        return model.predict(vectorizer.transform([texts[i] for i in np.flatnonzero(test)]))
+
+    return fit_predict
+
+
+def encoder_classifier(strategy, documents, tokenizer, args, table):
+    """``(C -> fit_predict, feature seconds)`` on the strategy's encoder features (cached in --cache-dir)."""
+    cache = os.path.join(args.cache_dir, f"{strategy}.npy")
+    if os.path.exists(cache):
+        return functools.partial(logistic_on_features, np.load(cache)), table.get(strategy, {}).get("feature_seconds")
+    begin = time.perf_counter()
+    x = features(strategy, documents, tokenizer, args)
+    np.save(cache, x)
+    return functools.partial(logistic_on_features, x), time.perf_counter() - begin
+
+
+def tfidf_classifier(strategy, documents, scale):
+    """``C -> fit_predict`` for 'tfidf-whole' or 'tfidf-LENGTH' (the first LENGTH - 2 pieces, as the encoder rows)."""
+    width = None if strategy == "tfidf-whole" else (int(strategy.rsplit("-", 1)[1]) - 2) // scale
+    return functools.partial(tfidf_logistic, [d[:width] for d in documents])
+
+
+def cross_validate(fit_predict, y, long_mask, folds, repeats):
     """Out-of-fold macro-F1 per repeat, on all documents and on the long ones."""
     scores = {"all": [], "long": []}
     for repeat in range(repeats):
@@ -160,9 +221,7 @@ def cross_validate(x, y, long_mask, folds, repeats, c):
         predicted = np.empty_like(y)
         for fold in range(folds):
             train, test = assignment != fold, assignment == fold
-            mean, std = x[train].mean(0), x[train].std(0) + 1e-6
-            w = fit_logistic((x[train] - mean) / std, y[train], c=c)
-            predicted[test] = predict_logistic(w, (x[test] - mean) / std)
+            predicted[test] = fit_predict(train, test, y)
         scores["all"].append(macro_f1(y, predicted))
         scores["long"].append(macro_f1(y[long_mask], predicted[long_mask]))
     return {f"macro_f1_{k}_{stat}": float(fn(v)) for k, v in scores.items()
@@ -193,7 +252,7 @@ def main(argv=None):
         keep = [i for p in sorted(set(parties)) for i in [j for j, q in enumerate(parties) if q == p][:6]]
         texts, parties = [texts[i] for i in keep], [parties[i] for i in keep]
         args.scale, args.folds, args.repeats, args.segment = 16, 2, 1, 32
-        args.strategies = ["head-512", "chunks-512", "hierarchical-1024", "recurrence-2048"]
+        args.strategies = ["head-512", "chunks-512", "hierarchical-1024", "recurrence-2048", "tfidf-512", "tfidf-whole"]
         args.cache_dir = tempfile.mkdtemp(prefix="classification_study_")
         args.config, args.checkpoint = write_tiny_config(os.path.join(args.cache_dir, "config.json")), None
     else:
@@ -220,20 +279,21 @@ def main(argv=None):
         "protocol": f"{args.repeats}x repeated stratified {args.folds}-fold CV, out-of-fold macro-F1 per repeat",
     }
     table = results.setdefault("strategies", {})
+    commands = results.setdefault("commands", [])  # the rows may come from several runs
+    if results["stamp"]["command"] not in commands:
+        commands.append(results["stamp"]["command"])
     os.makedirs(args.cache_dir, exist_ok=True)
     for strategy in args.strategies:
-        cache = os.path.join(args.cache_dir, f"{strategy}.npy")
-        begin = time.perf_counter()
-        if os.path.exists(cache):
-            x = np.load(cache)
-            seconds = table.get(strategy, {}).get("feature_seconds")
+        if strategy.startswith("tfidf-"):
+            classifier, seconds, c, sweep = tfidf_classifier(strategy, documents, args.scale), None, None, TFIDF_CS
         else:
-            x = features(strategy, documents, tokenizer, args)
-            np.save(cache, x)
-            seconds = time.perf_counter() - begin
-        table[strategy] = {"feature_seconds": seconds, **cross_validate(x, y, long_mask, args.folds, args.repeats, args.C)}
-        table[strategy]["by_C"] = {str(c): {k: v for k, v in cross_validate(x, y, long_mask, args.folds, args.repeats, c).items()
-                                            if k != "per_repeat"} for c in args.C_sweep}
+            classifier, seconds = encoder_classifier(strategy, documents, tokenizer, args, table)
+            c, sweep = args.C, args.C_sweep
+        table[strategy] = {"feature_seconds": seconds, "C": c or "inner 5-fold CV",
+                           **cross_validate(classifier(c), y, long_mask, args.folds, args.repeats)}
+        table[strategy]["by_C"] = {str(c): {k: v for k, v in cross_validate(classifier(c), y, long_mask, args.folds,
+                                                                            args.repeats).items()
+                                            if k != "per_repeat"} for c in sweep}
         write_json(args.out, results)
         row = table[strategy]
         print(f"{strategy:18s} macro-F1 {row['macro_f1_all_mean']:.3f} ± {row['macro_f1_all_std']:.3f}  "

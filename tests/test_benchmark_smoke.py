@@ -66,7 +66,8 @@ def test_position_study_quick_writes_every_stage(quick_results):
 
 def test_classification_and_batch_size_quick(quick_results):
     data = read(quick_results, "classification_study")
-    assert set(data["strategies"]) == {"head-512", "chunks-512", "hierarchical-1024", "recurrence-2048"}
+    assert set(data["strategies"]) == {"head-512", "chunks-512", "hierarchical-1024", "recurrence-2048", "tfidf-512",
+                                       "tfidf-whole"}
     for row in data["strategies"].values():
         assert 0.0 <= row["macro_f1_all_mean"] <= 1.0 and len(row["per_repeat"]["all"]) == 1
     batch = read(quick_results, "batch_size")
