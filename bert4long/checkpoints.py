@@ -13,7 +13,7 @@ import tempfile
 import numpy as np
 import tensorflow as tf
 
-from bert4long.outputs import is_disk_full
+from bert4long.outputs import is_disk_full, note_written
 
 OPTIMIZER_SLOT_SUFFIXES = ("/adam_m", "/adam_v", "/Adam", "/Adam_1", "/LAMB", "/LAMB_1")
 CHECKPOINT_FILENAMES = ("bert_model.ckpt", "albert_model.ckpt", "model.ckpt")
@@ -168,5 +168,6 @@ def write_checkpoint(prefix, variables):
         produced = sorted(os.listdir(tmp_dir), key=lambda f: f.endswith(".index"))
         for filename in produced:
             os.replace(os.path.join(tmp_dir, filename), os.path.join(directory, filename))
+            note_written(os.path.join(directory, filename))
     finally:
         shutil.rmtree(tmp_dir, ignore_errors=True)

@@ -7,6 +7,7 @@ The families with their own module (ModernBERT, Longformer, BigBird) translate
 their own keys.
 """
 import json
+import math
 import os
 
 # (bert4long name, Google bert_config.json name, Hugging Face config.json name, value when a file lacks it;
@@ -100,7 +101,49 @@ def trained_positions(config):
     return config.get("max_position_embeddings", config.get("max_position"))
 
 
+# Keys (any naming: Google, Hugging Face, bert4long) and what their values must be.
+POSITIVE_INTS = ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size",
+                 "max_position_embeddings", "max_position", "embedding_size")
+NON_NEGATIVE_INTS = ("type_vocab_size", "segment_vocab_size")
+POSITIVE_FLOATS = ("layer_norm_eps", "layer_norm_epsilon", "norm_eps", "initializer_range")
+RATES = ("hidden_dropout_prob", "attention_probs_dropout_prob", "dropout_rate", "attention_dropout_rate")
+
+
+def _bad_value(key, value):
+    """What is wrong with ``value`` for ``key`` (None if nothing)."""
+    number = isinstance(value, (int, float)) and not isinstance(value, bool)
+    if key in POSITIVE_INTS + NON_NEGATIVE_INTS:
+        least = 1 if key in POSITIVE_INTS else 0
+        if not (number and float(value).is_integer() and value >= least):
+            return f"must be a whole number >= {least}" + (" (a number, not a string)" if isinstance(value, str) else "")
+    elif key in POSITIVE_FLOATS:
+        if not (number and math.isfinite(value) and value > 0):
+            return "must be a finite number > 0"
+    elif key in RATES:
+        if not (number and 0 <= value < 1):
+            return "must be a number in [0, 1)"
+    return None
+
+
+def validate_config(config, source):
+    """Refuse (``ValueError`` naming ``source``, the key and the fix) a config that would build a broken model."""
+    if not isinstance(config, dict):
+        raise ValueError(f"Config file {source!r} holds a JSON {type(config).__name__}, not an object: a model "
+                         'config is {"hidden_size": 768, ...}. Pass the bert_config.json or config.json of the model.')
+    for key, value in config.items():
+        problem = _bad_value(key, value) if value is not None else None
+        if problem:
+            raise ValueError(f"Config file {source!r}: {key} = {value!r} {problem}. Fix that value (the checkpoint's "
+                             "original config has it right).")
+    hidden, heads = config.get("hidden_size"), config.get("num_attention_heads")
+    if hidden and heads and hidden % heads:
+        raise ValueError(f"Config file {source!r}: num_attention_heads = {heads} does not divide hidden_size = "
+                         f"{hidden} (each head gets hidden_size / num_attention_heads dimensions). Fix one of them.")
+    return config
+
+
 def read_config(config_path):
+    """The JSON config at ``config_path``, validated (`validate_config`)."""
     if not os.path.isfile(config_path):
         raise FileNotFoundError(
             f"Config file not found: {config_path!r}. Pass the model's JSON config "
@@ -108,6 +151,7 @@ def read_config(config_path):
         )
     try:
         with open(config_path, encoding="utf-8") as f:
-            return json.load(f)
+            config = json.load(f)
     except (json.JSONDecodeError, UnicodeDecodeError) as error:
         raise ValueError(f"Config file {config_path!r} is not valid JSON: {error}") from error
+    return validate_config(config, config_path)

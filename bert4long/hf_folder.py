@@ -18,6 +18,7 @@ import numpy as np
 
 from bert4long.checkpoint_layout import STRUCTURE_KEYS, to_checkpoint
 from bert4long.huggingface import WEIGHT_FILENAME, read_huggingface_config
+from bert4long.outputs import atomic_write, write_text_atomically
 
 
 class SafetensorsFolder:
@@ -166,6 +167,6 @@ class HuggingFaceFamily:
             key = name if name.startswith(self.head_prefixes) else self.task_prefix + name
             tensors[key] = np.ascontiguousarray(to_checkpoint(value, transform))
         os.makedirs(folder, exist_ok=True)
-        save_file(tensors, os.path.join(folder, WEIGHT_FILENAME), metadata={"format": "pt"})
-        with open(os.path.join(folder, "config.json"), "w", encoding="utf-8") as f:
-            json.dump(self.huggingface_config(), f, indent=2)
+        atomic_write(os.path.join(folder, WEIGHT_FILENAME),
+                     lambda tmp: save_file(tensors, tmp, metadata={"format": "pt"}))
+        write_text_atomically(os.path.join(folder, "config.json"), json.dumps(self.huggingface_config(), indent=2))

@@ -13,7 +13,7 @@ import re
 
 import numpy as np
 
-from bert4long.config_keys import from_huggingface_config, position_offset, to_google_config
+from bert4long.config_keys import from_huggingface_config, position_offset, read_config, to_google_config
 from bert4long.model_registry import FAMILY_MODELS, family_model_class
 
 SUPPORTED_MODEL_TYPES = ("bert", "roberta")
@@ -64,8 +64,7 @@ def is_huggingface_folder(path):
 def family_model_type(config_path):
     """The ``model_type`` of the Hugging Face ``config.json`` at ``config_path`` when its own module builds it
     (one of `FAMILY_MODELS`), else None."""
-    with open(config_path, encoding="utf-8") as f:
-        model_type = json.load(f).get("model_type")
+    model_type = read_config(config_path).get("model_type")
     return model_type if model_type in FAMILY_MODELS else None
 
 
@@ -86,8 +85,7 @@ def read_huggingface_config(path):
     if not os.path.isfile(config_file):
         raise FileNotFoundError(f"Not a Hugging Face model folder: {config_file!r} does not exist (a folder needs "
                                 "config.json and model.safetensors).")
-    with open(config_file, encoding="utf-8") as f:
-        hf = json.load(f)
+    hf = read_config(config_file)
     model_type = hf.get("model_type")
     if model_type in FAMILY_MODELS:  # its class translates its own keys
         return {**family_model_class(model_type).from_huggingface_config(hf), "model": model_type}

@@ -45,6 +45,7 @@ from bert4long.layers.activations import get_activation
 from bert4long.layers.dropout import Recompute, SeededDropout, name_seed
 from bert4long.layers.positions import apply_rotary_half, check_even_dim
 from bert4long.models import Transformer
+from bert4long.outputs import atomic_write, write_text_atomically
 
 WEIGHT_FILENAME = "model.safetensors"
 LAYER_TYPES = ("full_attention", "sliding_attention")
@@ -404,9 +405,9 @@ class ModernBERT(Transformer):
             key = name if name.startswith(("head.", "decoder.")) else prefix + name
             tensors[key] = np.ascontiguousarray(to_checkpoint(value, transform))
         os.makedirs(checkpoint_path, exist_ok=True)
-        save_file(tensors, os.path.join(checkpoint_path, WEIGHT_FILENAME), metadata={"format": "pt"})
-        with open(os.path.join(checkpoint_path, "config.json"), "w", encoding="utf-8") as f:
-            json.dump(self.to_huggingface_config(), f, indent=2)
+        atomic_write(os.path.join(checkpoint_path, WEIGHT_FILENAME),
+                     lambda tmp: save_file(tensors, tmp, metadata={"format": "pt"}))
+        write_text_atomically(os.path.join(checkpoint_path, "config.json"), json.dumps(self.to_huggingface_config(), indent=2))
 
     def to_huggingface_config(self):
         """This model's ``config.json`` (the one it was read from, updated with its sizes and options)."""

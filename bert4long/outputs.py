@@ -10,15 +10,23 @@ staging folder and moved into place only when complete, so a failure leaves the
 target as it was. New folders get the usual permissions (``0o777`` less the umask).
 """
 import contextlib
+import contextvars
 import datetime
 import errno
+import hashlib
 import json
 import os
+import re
 import shutil
 import tempfile
 
 MARKER = ".bert4long-output.json"
 OWN_PREFIX = ".bert4long-"   # names bert4long itself writes inside an output folder (marker, lock, staging)
+HASH_LIMIT = 64 * 2 ** 20    # files up to this size are recorded by content hash, larger ones by size
+# Files bert4long's own tools append to while a run trains (TensorBoard's event files, under logs/): recorded by
+# name, and owned when they sit under that folder with that prefix.
+GROWING_FOLDER, GROWING_PREFIX = "logs", "events.out.tfevents."
+_WRITING = contextvars.ContextVar("bert4long_output_folder", default=None)
 
 
 def _umask():
@@ -69,6 +77,7 @@ def atomic_write(path, write, suffix=""):
     try:
         write(tmp)
         os.replace(tmp, path)
+        note_written(path)
     except BaseException as error:
         with contextlib.suppress(FileNotFoundError):
             os.remove(tmp)
@@ -92,6 +101,8 @@ def _overlap(out, inputs):
     for given in inputs:
         if not given:
             continue
+        if os.path.abspath(os.fspath(given)).startswith(out + os.sep):   # reached through a link inside ``out``
+            return given, "contains the input"
         path = os.path.realpath(os.fspath(given))
         folder = path if os.path.isdir(path) else os.path.dirname(path)
         if out == folder:
@@ -103,8 +114,9 @@ def _overlap(out, inputs):
     return None
 
 
-def check_output_file(path, inputs=()):
-    """Refuse (``ValueError``) an output *file* that is a folder, is an input, or sits in an input folder.
+def check_output_file(path, inputs=(), overwrite=True):
+    """Refuse (``ValueError``) an output *file* that is a folder, is an input, sits in an input folder, or
+    exists already (unless ``overwrite``).
 
     Example:
     >>> from bert4long.outputs import check_output_file
@@ -121,6 +133,63 @@ def check_output_file(path, inputs=()):
             relation = "is the input" if real == source else "is inside the input folder"
             raise ValueError(f"Output file {path!r} {relation} {given!r}: writing it would overwrite or add to what "
                              "this command reads. Choose another file.")
+    if not overwrite and os.path.lexists(real):
+        raise ValueError(f"Output file {path!r} exists already: pass --overwrite to replace it, or choose another "
+                         "file.")
+
+
+def note_written(*paths):
+    """Record ``paths`` (files, or folders bert4long just made) as bert4long's own in the output folder being written.
+
+    Every writer of bert4long calls it after a write; it does nothing outside an
+    `OutputFolder.writing` block or for paths outside that folder. This list, not a
+    listing of the folder afterwards, is what ``--overwrite`` may later replace.
+    """
+    folder = _WRITING.get()
+    if folder is not None:
+        folder.record(*paths)
+
+
+def _entry(path):
+    size = os.path.getsize(path)
+    if size > HASH_LIMIT:
+        return {"size": size}
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(2 ** 20), b""):
+            digest.update(block)
+    return {"size": size, "sha256": digest.hexdigest()}
+
+
+def _files_under(path):
+    """Every file at or under ``path`` (symlinks are listed, never followed)."""
+    if os.path.isdir(path) and not os.path.islink(path):
+        for root, dirs, files in os.walk(path):
+            dirs.sort()
+            for name in sorted(files) + [d for d in dirs if os.path.islink(os.path.join(root, d))]:
+                yield os.path.join(root, name)
+    elif os.path.lexists(path):
+        yield path
+
+
+def _is_growing(relative):
+    parts = relative.split(os.sep)
+    return parts[0] == GROWING_FOLDER and parts[-1].startswith(GROWING_PREFIX)
+
+
+# Temporaries of bert4long's writers that an interrupted process may leave: a training state being saved, a
+# checkpoint being written, `atomic_write`'s NAME.tmp-PID[.suffix], the corpus cache's tmpXXXX.tmp.
+_TEMPORARY = re.compile(r"(^|/)\.tmp-(step|ckpt)-[^/]*(/|$)|\.tmp-\d+(\.\w+)?$|^corpus_cache/tmp\w+\.tmp$")
+
+
+def _is_stale_temporary(relative):
+    return bool(_TEMPORARY.search(relative.replace(os.sep, "/")))
+
+
+def _ancestors(folder, top):
+    while folder != top and folder.startswith(top + os.sep):
+        yield folder
+        folder = os.path.dirname(folder)
 
 
 def read_marker(folder):
@@ -136,11 +205,40 @@ def _own_names(folder):
     return sorted(n for n in os.listdir(folder) if not n.startswith(OWN_PREFIX))
 
 
-def write_marker(folder, command, files=None):
-    """Mark ``folder`` as made by bert4long's ``command``; ``files``: the names it wrote (None: still writing)."""
-    write_text_atomically(os.path.join(folder, MARKER), json.dumps({
-        "made_by": "bert4long", "command": command, "files": files,
-        "created": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")}, indent=2))
+def write_marker(folder, command, files=None, created=None):
+    """Mark ``folder`` as made by bert4long's ``command``; ``files``: ``{relative path: {size, sha256}}`` of what it
+    wrote so far."""
+    path = os.path.join(folder, MARKER)
+    tmp = f"{path}.tmp-{os.getpid()}"
+    with open(tmp, "w", encoding="utf-8") as f:
+        json.dump({"made_by": "bert4long", "command": command, "files": files or {},
+                   "created": created or datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")}, f,
+                  indent=2)
+    os.replace(tmp, path)
+
+
+def foreign_files(folder, marker):
+    """The files under ``folder`` that its ``marker`` does not record as bert4long's (relative paths, sorted).
+
+    Owned: a recorded file whose size (and, when recorded, sha256) still match; TensorBoard's event files under
+    logs/; temporaries an interrupted write left; bert4long's hidden names at the top. Markers of older versions
+    listed top-level names (or null: nothing is known to be bert4long's).
+    """
+    files = marker.get("files")
+    foreign = []
+    for path in _files_under(folder):
+        relative = os.path.relpath(path, folder)
+        if relative.split(os.sep)[0].startswith(OWN_PREFIX) or _is_growing(relative) or _is_stale_temporary(relative):
+            continue
+        if isinstance(files, list):   # an older marker: top-level names
+            owned = relative.split(os.sep)[0] in files
+        else:
+            entry = (files or {}).get(relative)
+            owned = entry is not None and not os.path.islink(path) and (
+                _entry(path) == entry if "sha256" in entry else os.path.getsize(path) == entry["size"])
+        if not owned:
+            foreign.append(relative)
+    return foreign
 
 
 def _unwritable(path, error):
@@ -183,6 +281,7 @@ class OutputFolder:
         self.overwrite = overwrite
         self.resume = resume
         self._staging = None
+        self._files, self._created = {}, None
         self.state = self.check()
 
     def check(self):
@@ -213,48 +312,85 @@ class OutputFolder:
             raise ValueError(f"Output folder {path!r} already holds files bert4long did not write ({shown}); "
                              "nothing was changed. Choose another folder (a new or empty one); --overwrite "
                              "replaces only folders bert4long made.")
-        added = sorted(set(names) - set(marker["files"])) if marker.get("files") is not None else []
-        if self.overwrite and added:
-            raise ValueError(f"Output folder {path!r} was made by `bert4long {marker.get('command', '?')}` but "
-                             f"also holds files it did not write ({', '.join(added[:5])}); nothing was changed. "
-                             "Move them away first, or choose another folder.")
         if self.overwrite:
+            foreign = foreign_files(path, marker)
+            if foreign:
+                shown = ", ".join(foreign[:5]) + (f" and {len(foreign) - 5} more" if len(foreign) > 5 else "")
+                raise ValueError(
+                    f"Output folder {path!r} was made by `bert4long {marker.get('command', '?')}` but also holds "
+                    f"files it did not write ({shown}); nothing was changed. They are yours, or changed since "
+                    "bert4long wrote them: move them away first, or choose another folder.")
             return "replace"
         if self.resume and marker.get("command") == self.command:
+            self._files = dict(marker["files"]) if isinstance(marker.get("files"), dict) else {}
+            self._created = marker.get("created")
             return "resume"
         raise ValueError(f"Output folder {path!r} holds the output of an earlier `bert4long "
                          f"{marker.get('command', '?')}`: pass --overwrite to replace it, or choose another folder.")
 
     def open_run(self):
-        """Create (or, with ``overwrite``, empty) the folder of a training run, mark it, and return its path."""
+        """Create (or, with ``overwrite``, empty of what bert4long wrote) the folder of a training run and mark it.
+
+        Call it once every input has been read and the model built: before that, nothing in the folder is touched.
+        Returns the folder's path.
+        """
         try:
             if self.state == "replace":
-                self._move_aside(os.listdir(self.path))
+                self.check()   # (nothing of the user's appeared meanwhile)
+                self._remove_recorded()
+                self._files, self._created = {}, None
             os.makedirs(self.path, exist_ok=True)
-            if self.state != "resume":
-                write_marker(self.path, self.command)
-            else:
+            if self.state == "resume":
                 tempfile.TemporaryFile(dir=self.path).close()   # still writable?
+            write_marker(self.path, self.command, self._files, self._created)
         except OSError as error:
             raise _unwritable(self.path, error) from error
+        self.state = "resume" if self.state == "replace" else self.state
         return self.path
+
+    @contextlib.contextmanager
+    def writing(self):
+        """While the block runs, every `note_written` path inside this folder is recorded in its marker."""
+        token = _WRITING.set(self)
+        try:
+            yield self
+        finally:
+            _WRITING.reset(token)
+
+    def record(self, *paths):
+        """Add ``paths`` (files, or folders bert4long made) to the marker's record; forget recorded files now gone."""
+        for given in paths:
+            for path in _files_under(os.path.abspath(given)):
+                relative = os.path.relpath(path, self.path)
+                if relative.startswith(os.pardir) or relative.split(os.sep)[0].startswith(OWN_PREFIX):
+                    continue
+                self._files[relative] = _entry(path)
+        self._files = {k: v for k, v in self._files.items() if os.path.lexists(os.path.join(self.path, k))}
+        write_marker(self.path, self.command, self._files, self._created)
 
     def probe(self):
         """Check now, before any work, that the folder can be written (`PermissionError` naming it)."""
         shutil.rmtree(self.__enter__(), ignore_errors=True)
         self._staging = None
 
-    def record_files(self):
-        """At the end of a run: note in the marker which files it wrote (`--overwrite` replaces only those)."""
-        write_marker(self.path, self.command, _own_names(self.path))
+    def remove_stale_temporaries(self):
+        """Delete what interrupted writes of bert4long left here (``.tmp-step-*`` states and the like)."""
+        for path in list(_files_under(self.path)):
+            relative = os.path.relpath(path, self.path)
+            if _is_stale_temporary(relative):
+                top = relative.replace(os.sep, "/")
+                match = re.search(r"^(.*?\.tmp-(step|ckpt)-[^/]*)", top)
+                target = os.path.join(self.path, match.group(1)) if match else path
+                shutil.rmtree(target, ignore_errors=True) if os.path.isdir(target) else os.remove(target)
 
     def remove_if_unused(self):
         """Undo `open_run` when the run wrote nothing: remove the folder it made, or its marker in an empty one."""
-        if self.state not in ("new", "empty") or not all(n.startswith(OWN_PREFIX) for n in os.listdir(self.path)):
+        if self.state not in ("new", "empty") or not os.path.isdir(self.path) or not all(
+                n.startswith(OWN_PREFIX) for n in os.listdir(self.path)):
             return
         if self.state == "new":
             shutil.rmtree(self.path, ignore_errors=True)
-        else:
+        elif os.path.exists(os.path.join(self.path, MARKER)):
             os.remove(os.path.join(self.path, MARKER))
 
     def __enter__(self):
@@ -275,27 +411,40 @@ class OutputFolder:
         try:
             if kind is None:
                 self.check()   # still ours to write (nothing appeared meanwhile)?
-                write_marker(staging, self.command, _own_names(staging))
+                files = {os.path.relpath(p, staging): _entry(p) for p in _files_under(staging)}
+                write_marker(staging, self.command, files)
                 self._commit(staging)
         finally:
             shutil.rmtree(staging, ignore_errors=True)
         return False
 
-    def _move_aside(self, names):
-        """Move ``names`` (inside the folder) into a hidden folder and delete that; nothing else is touched."""
-        names = [n for n in names if n == MARKER or not n.startswith(OWN_PREFIX)]   # keep staging and lock
-        if not names:
-            return
+    def _remove_recorded(self):
+        """Delete what the marker records as bert4long's (after `check` found nothing else), then empty folders."""
+        marker = read_marker(self.path) or {}
+        files = marker.get("files")
         old = tempfile.mkdtemp(prefix=OWN_PREFIX + "old-", dir=self.path)
-        for name in names:
-            os.rename(os.path.join(self.path, name), os.path.join(old, name))
+        if isinstance(files, list):   # an older marker: top-level names
+            doomed = [n for n in files if os.path.lexists(os.path.join(self.path, n))]
+        else:
+            doomed = [os.path.relpath(p, self.path) for p in _files_under(self.path)
+                      if not os.path.relpath(p, self.path).startswith(OWN_PREFIX)]   # all owned: check() said so
+        for relative in doomed:
+            target = os.path.join(old, relative)
+            os.makedirs(os.path.dirname(target), exist_ok=True)
+            os.rename(os.path.join(self.path, relative), target)
         shutil.rmtree(old, ignore_errors=True)
+        emptied = {os.path.dirname(os.path.join(self.path, r)) for r in doomed}
+        for folder in sorted({f for d in emptied for f in _ancestors(d, self.path)}, key=len, reverse=True):
+            with contextlib.suppress(OSError):   # (not empty: left as it is)
+                os.rmdir(folder)
+        with contextlib.suppress(FileNotFoundError):
+            os.remove(os.path.join(self.path, MARKER))
 
     def _commit(self, staging):
         if not os.path.exists(self.path):
             os.rename(staging, self.path)
             return
         if self.state == "replace":
-            self._move_aside(os.listdir(self.path))
+            self._remove_recorded()
         for name in os.listdir(staging):
             os.replace(os.path.join(staging, name), os.path.join(self.path, name))

@@ -87,9 +87,13 @@ def test_export_writes_a_marked_readable_folder_and_overwrites_only_with_overwri
     assert main(["export", "--checkpoint", ckpt, "--out", str(served), "--overwrite"]) == 1
     assert "also holds files it did not write (notes.txt); nothing was changed" in _error(capsys)
     (served / "notes.txt").unlink()
-    (served / "saved_model.pb").write_bytes(b"stale")
+    (served / "saved_model.pb").write_bytes(b"edited")   # a file bert4long wrote, changed since: kept as well
+    assert main(["export", "--checkpoint", ckpt, "--out", str(served), "--overwrite"]) == 1
+    assert "also holds files it did not write (saved_model.pb); nothing was changed" in _error(capsys)
+    assert (served / "saved_model.pb").read_bytes() == b"edited"
+    (served / "saved_model.pb").unlink()   # gone: --overwrite replaces the rest
     assert main(["export", "--checkpoint", ckpt, "--out", str(served), "--overwrite"]) == 0
-    assert (served / "saved_model.pb").read_bytes() != b"stale"
+    assert (served / "saved_model.pb").is_file() and (served / "variables").is_dir()
     assert snapshot(model_dir) == before
 
 
@@ -111,7 +115,7 @@ def test_output_folder_staging_failure_leaves_the_target_as_it_was(tmp_path):
     with pytest.raises(ValueError, match=r"earlier `bert4long pretrain`: pass --overwrite"):
         OutputFolder(run, "finetune", resume=True)
     OutputFolder(run, "pretrain", resume=True, overwrite=True).open_run()
-    assert os.listdir(run) == [MARKER]
+    assert sorted(os.listdir(run)) == [MARKER, "checkpoints"]   # no file was recorded; the empty folder stays
 
 
 def test_unwritable_out_fails_before_any_work(model_dir, tmp_path, capsys):

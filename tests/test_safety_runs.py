@@ -16,6 +16,7 @@ import tensorflow as tf
 
 from bert4long.cli import main
 from bert4long.data.masking import MLMMasker
+from bert4long.outputs import MARKER
 from bert4long.training import (
     RunDirectory,
     RunInProgress,
@@ -105,7 +106,8 @@ def test_changed_settings_are_refused_listed_and_accepted_on_request_and_steps_c
     for changed in ("corpus: saved", "data_fingerprint: saved", "learning_rate: saved 5e-05 vs now 0.5"):
         assert changed in err, (changed, err)
     assert "steps" not in err   # not a setting that must match: raising it continues a finished run
-    after = snapshot(tmp_path / "run")   # unchanged, but for the other corpus's token cache
+    after = snapshot(tmp_path / "run")   # unchanged, but for the other corpus's token cache (and its record)
+    saved.pop(MARKER), after.pop(MARKER)
     assert {k: after.get(k) for k in saved} == saved and all(k.startswith("corpus_cache/") for k in after.keys() - saved)
     assert snapshot(corpus) == inputs
 
@@ -180,3 +182,45 @@ def test_sigterm_outside_training_stops_cleanly():
         os.kill(os.getpid(), signal.SIGTERM)
         time.sleep(5)   # the handler raises at the next bytecode
     assert caught.value.exit_code == 143 and signal.getsignal(signal.SIGTERM) is previous
+
+
+def test_a_resume_refuses_fewer_steps_and_changed_training_settings_without_advising_deletion(tiny_bert, corpus,
+                                                                                               tmp_path, capsys):
+    config, checkpoint, _ = tiny_bert
+    common = ["pretrain", "--config", config, "--checkpoint", checkpoint, "--corpus", str(corpus), "--seq-len", "16",
+              "--batch-size", "2", "--save-every", "2", "--out", str(tmp_path / "run"), "--no-xla", "--quiet",
+              "--eval-sequences", "1"]
+    assert main([*common, "--steps", "4"]) == 0, capsys.readouterr().err
+    capsys.readouterr()
+    finished = snapshot(tmp_path / "run")
+    assert main([*common, "--steps", "2"]) == 1
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "already done 4 steps" in err and "--steps 4 or more" in err, err
+    for option, value, key in (("--weight-decay", "0.1", "weight_decay"), ("--clipnorm", "5", "clipnorm"),
+                               ("--warmup-steps", "1", "warmup_steps"), ("--accumulate", "2", "accumulate"),
+                               ("--precision", "mixed_bfloat16", "precision")):
+        assert main([*common, "--steps", "6", option, value]) == 1, option
+        err = capsys.readouterr().err.strip()
+        assert len(err.splitlines()) == 1 and f"{key}: saved" in err and "delete" not in err, err
+    assert snapshot(tmp_path / "run") == finished
+
+
+def test_a_lock_with_a_non_numeric_pid_is_judged_by_age_and_a_takeover_never_removes_a_fresh_lock(tmp_path):
+    folder = tmp_path / "run"
+    folder.mkdir()
+    lock_path = folder / LOCK_NAME
+    lock_path.write_text(json.dumps({"pid": "abc", "host": socket.gethostname()}))
+    with pytest.raises(RunInProgress, match="lock file"):   # recent: maybe being written by a live run
+        RunLock(folder).acquire()
+    os.utime(lock_path, (time.time() - 120, time.time() - 120))
+    with RunLock(folder) as lock:   # old and unreadable: taken over
+        assert lock.held and json.loads(lock_path.read_text())["pid"] == os.getpid()
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    _lock_of(dead.pid, folder)
+    stale = RunLock(folder)._holder()
+    _lock_of(os.getpid() + 1_000_000, folder)   # another process took the lock over meanwhile
+    fresh = lock_path.read_text()
+    RunLock(folder)._take_over(stale)   # judged on the old content: must not remove the new lock
+    assert lock_path.read_text() == fresh
+    assert sorted(os.listdir(folder)) == [LOCK_NAME]   # no takeover guard left behind

@@ -33,14 +33,13 @@ def default_config(args):
 
 def max_position_of(args):
     """The trained number of positions of the checkpoint's config, or None if there is no config to read."""
-    from bert4long.config_keys import trained_positions
+    from bert4long.config_keys import read_config, trained_positions
     from bert4long.huggingface import is_huggingface_folder, read_huggingface_config
 
     if getattr(args, "config", None):
         if not os.path.isfile(args.config):
             raise FileNotFoundError(f"--config {args.config!r}: no such file; pass the model's bert_config.json")
-        with open(args.config, encoding="utf-8") as f:
-            return trained_positions(json.load(f))
+        return trained_positions(read_config(args.config))
     if is_huggingface_folder(getattr(args, "checkpoint", None)):  # its family's own reading (Longformer's offset)
         return read_huggingface_config(args.checkpoint).get("max_position")
     return None

@@ -25,7 +25,7 @@ from bert4long.cli.options import (
     non_negative_int,
     positive_int,
 )
-from bert4long.cli.run_folder import copy_tokenizer, print_summary, run_settings, saved_line
+from bert4long.cli.run_folder import copy_tokenizer, print_summary, run_settings, saved_line, start_writing
 from bert4long.huggingface import FAMILY_MODELS
 from bert4long.outputs import atomic_write, write_text_atomically
 
@@ -108,7 +108,19 @@ def _corpus(args, tokenizer, demo):
         texts = wikipedia_articles()
         return Corpus(tokenizer.encode_documents(texts), [None] * len(texts),
                       [f"article {i}" for i in range(len(texts))], {})
-    return load_corpus(args.corpus, tokenizer, cache_dir=os.path.join(args.out, "corpus_cache"), errors=args.errors)
+    # read a cache a run in --out left, but write one only once --out is open for writing (`_cache_corpus`)
+    return load_corpus(args.corpus, tokenizer, cache_dir=os.path.join(args.out, "corpus_cache"), write_cache=False,
+                       errors=args.errors)
+
+
+def _cache_corpus(args, tokenizer, corpus):
+    """Keep the tokenized corpus in --out/corpus_cache, so that a resumed run does not tokenize again."""
+    from bert4long.data.corpus import corpus_cache_path, save_corpus_cache
+
+    if args.corpus is not None:
+        path = corpus_cache_path(args.corpus, tokenizer, os.path.join(args.out, "corpus_cache"), errors=args.errors)
+        if not os.path.exists(path):
+            save_corpus_cache(corpus, path)
 
 
 def _pack(tokenizer, token_ids, seq_len):
@@ -222,6 +234,9 @@ def run_pretrain(args):
         compile_mlm(model, optimizer, jit_compile=not args.no_xla)
     trained = builder.max_position
     segments = takes_segment_ids(model)
+    start_writing(args)
+    if is_chief(strategy):
+        _cache_corpus(args, tokenizer, corpus)
 
     def accuracy_at(length, count):
         seqs = _pack(tokenizer, eval_ids, length)[:count]

@@ -11,7 +11,7 @@ from bert4long.training.lock import RunLock
 INPUT_OPTIONS = {
     "pretrain": ("checkpoint", "config", "vocab", "corpus"),
     "finetune": ("checkpoint", "config", "vocab", "train", "valid", "labels"),
-    "export": ("checkpoint", "config", "vocab"),
+    "export": ("checkpoint", "config", "vocab", "run"),
     "extend": ("checkpoint", "config"),
     "convert": ("checkpoint",),
 }
@@ -38,7 +38,8 @@ def guarded_output(args):
     """Check ``args.out`` for ``args.command`` before it runs; a training run also holds the folder's lock."""
     if args.command in FILE_OUTPUTS:
         option, reads = FILE_OUTPUTS[args.command]
-        check_output_file(getattr(args, option), [getattr(args, name, None) for name in reads])
+        check_output_file(getattr(args, option), [getattr(args, name, None) for name in reads],
+                          overwrite=args.overwrite)
     if args.command not in INPUT_OPTIONS or not _writes(args):
         yield
         return
@@ -51,11 +52,10 @@ def guarded_output(args):
     if not training:   # the command writes through `OutputFolder` itself
         yield
         return
-    with RunLock(output.path):
-        output.open_run()
+    args.output_folder = output   # the command calls `start_writing` once its inputs are read and the model built
+    with RunLock(output.path), output.writing():
         try:
             yield
         except BaseException:
             output.remove_if_unused()   # a run that failed before writing anything leaves no folder behind
             raise
-        output.record_files()

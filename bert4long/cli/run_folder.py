@@ -5,11 +5,14 @@ import shutil
 
 from bert4long.outputs import atomic_write
 
+# Options that change what a training step does: a resume must keep them (or be told --accept-changes).
+TRAINING_SETTINGS = ("accumulate", "weight_decay", "clipnorm", "warmup_steps", "precision")
+
 
 def run_settings(args, data_option, *data):
     """The settings a resumed run must share with its start (or be told `--accept-changes`): the learning
-    rate, the data file and a fingerprint of what was read from it, and the tokenizer (its vocab.txt, or the
-    folder of its tokenizer files)."""
+    rate and `TRAINING_SETTINGS`, the data file and a fingerprint of what was read from it, and the tokenizer
+    (its vocab.txt, or the folder of its tokenizer files)."""
     from bert4long.cli.inputs import tokenizer_files
     from bert4long.training.resume import fingerprint
 
@@ -22,9 +25,19 @@ def run_settings(args, data_option, *data):
         with open(path, "rb") as f:
             digest.update(f.read())
     vocab = files[0] if len(files) == 1 else os.path.dirname(files[0])
-    return {"learning_rate": args.learning_rate, data_option: os.path.abspath(source) if source else "demo",
+    return {"learning_rate": args.learning_rate, **{name: getattr(args, name) for name in TRAINING_SETTINGS},
+            data_option: os.path.abspath(source) if source else "demo",
             "data_fingerprint": fingerprint(*data), "vocab": os.path.abspath(vocab),
             "vocab_fingerprint": digest.hexdigest()[:16]}
+
+
+def start_writing(args):
+    """Open --out for the training command's writes, once every input has been read and the model built: only now
+    does ``--overwrite`` remove what bert4long wrote there before, and stale temporaries of a killed run go."""
+    output = getattr(args, "output_folder", None)
+    if output is not None:   # (None on a worker that writes nothing)
+        output.open_run()
+        output.remove_stale_temporaries()
 
 
 def copy_tokenizer(args, out):

@@ -24,7 +24,7 @@ from bert4long.cli.options import (
     model_kwargs,
     positive_int,
 )
-from bert4long.cli.run_folder import copy_tokenizer, print_summary, run_settings, saved_line
+from bert4long.cli.run_folder import copy_tokenizer, print_summary, run_settings, saved_line, start_writing
 from bert4long.outputs import atomic_write, write_text_atomically
 
 SETTINGS_FILE = "finetune.json"
@@ -65,6 +65,10 @@ def _label_list(path, found):
         labels = [line.strip() for line in f if line.strip()]
     if not labels:
         raise ValueError(f"--labels {path!r} holds no labels: write one label per line")
+    repeated = sorted({label for label in labels if labels.count(label) > 1})
+    if repeated:
+        raise ValueError(f"--labels {path!r} lists {', '.join(map(repr, repeated))} more than once: each label on "
+                         "one line only (the head gets one output per line)")
     return labels
 
 
@@ -185,6 +189,7 @@ def run_finetune(args):
                 "model": model_kwargs(args), **run_settings(args, "train", x, y)}
     if not args.global_cls:  # (recorded only when asked: runs from before the option resume unchanged)
         settings["global_cls"] = False
+    start_writing(args)
     summary = fit_resumable(model, batches, args.steps, args.out, settings, save_every=args.save_every,
                             verbose=0 if args.quiet else "auto", accept_changes=args.accept_changes,
                             on_save=saved_line)
@@ -219,7 +224,8 @@ def add_predict_arguments(parser):
     casing.add_argument("--cased", dest="lower_case", action="store_false", default=None)
     casing.add_argument("--uncased", dest="lower_case", action="store_true")
     parser.add_argument("--input", required=True, help="folder of text files or a .jsonl file")
-    parser.add_argument("--output", required=True, help="the .jsonl to write")
+    parser.add_argument("--output", required=True, help="the .jsonl to write (an existing file only with --overwrite)")
+    parser.add_argument("--overwrite", action="store_true", help="replace an existing --output file")
     parser.add_argument("--seq-len", type=positive_int,
                         help="--checkpoint only: window length (default: the checkpoint's trained length, or 512); "
                              "a --run uses its own")
@@ -293,15 +299,17 @@ def run_predict(args):
     else:
         model = keras.models.load_model(os.path.join(args.run, MODEL_FILES[task]))
     progress = None if args.quiet else keras.utils.Progbar(len(items), unit_name="document")
-    with open(args.output + ".tmp", "w", encoding="utf-8") as out:
-        for start in range(0, len(items), args.batch_size):
-            batch = items[start:start + args.batch_size]
-            results = _predict_batch(model, tokenizer, batch, task, args, settings)
-            out.writelines(json.dumps({"source": source, **result}, ensure_ascii=False) + "\n"
-                           for source, result in zip(sources[start:], results))
-            if progress is not None:
-                progress.add(len(batch))
-    os.replace(args.output + ".tmp", args.output)
+    def write(tmp):   # (`atomic_write`'s temporary name holds this process's id: it cannot be an input)
+        with open(tmp, "w", encoding="utf-8") as out:
+            for start in range(0, len(items), args.batch_size):
+                batch = items[start:start + args.batch_size]
+                results = _predict_batch(model, tokenizer, batch, task, args, settings)
+                out.writelines(json.dumps({"source": source, **result}, ensure_ascii=False) + "\n"
+                               for source, result in zip(sources[start:], results))
+                if progress is not None:
+                    progress.add(len(batch))
+
+    atomic_write(args.output, write)
     print(f"wrote {len(items)} result(s) to {args.output}", flush=True)
 
 

@@ -33,6 +33,8 @@ import tempfile
 
 import numpy as np
 
+from bert4long.outputs import note_written
+
 LOGGER = logging.getLogger("bert4long.data")
 FORMATS = ("auto", "file", "paragraphs", "jsonl")
 CACHE_VERSION = 1
@@ -196,23 +198,21 @@ def _save_atomically(path, **arrays):
         raise
 
 
-def load_corpus(paths, tokenizer, *, cache_dir=None, min_tokens=1, text_format="auto",
+def load_corpus(paths, tokenizer, *, cache_dir=None, write_cache=True, min_tokens=1, text_format="auto",
                 text_field="text", label_field="label", errors="strict"):
     """Read and tokenize documents into a `Corpus`, once.
 
     With ``cache_dir``, the ids are stored in ``cache_dir/corpus-<key>.npz``
-    (written atomically); the key hashes the files' paths and bytes, the
-    tokenizer's vocab and settings, and the arguments here, so a second call
-    reads the cache and a change to any of them tokenizes again. Documents
+    (written atomically; ``write_cache=False`` only reads it); the key hashes the files'
+    paths and bytes, the tokenizer's vocab and settings, and the arguments here, so a
+    second call reads the cache and a change to any of them tokenizes again. Documents
     with fewer than ``min_tokens`` tokens are skipped (counted as ``"too_short"``).
     """
     settings = dict(min_tokens=min_tokens, text_format=text_format, text_field=text_field,
                     label_field=label_field, errors=errors)
     cache_path = None
     if cache_dir is not None:
-        os.makedirs(cache_dir, exist_ok=True)
-        key = _cache_key(list_files(paths), tokenizer, settings)
-        cache_path = os.path.join(cache_dir, f"corpus-{key}.npz")
+        cache_path = corpus_cache_path(paths, tokenizer, cache_dir, **settings)
         if os.path.exists(cache_path):
             with np.load(cache_path) as saved:
                 flat, offsets = saved["flat"], saved["offsets"]
@@ -230,15 +230,30 @@ def load_corpus(paths, tokenizer, *, cache_dir=None, min_tokens=1, text_format="
                     [sources[i] for i in keep], skipped)
     if skipped:
         LOGGER.warning("skipped documents: %s (kept %d)", skipped, len(corpus))
-    if cache_path is not None:
-        lengths = [len(ids) for ids in corpus.token_ids]
-        _save_atomically(
-            cache_path,
-            flat=np.concatenate(corpus.token_ids or [np.zeros(0, np.int32)]).astype(np.int32),
-            offsets=np.concatenate([[0], np.cumsum(lengths, dtype=np.int64)]),
-            labels=np.array([l or "" for l in corpus.labels], dtype=str),
-            has_label=np.array([l is not None for l in corpus.labels], dtype=bool),
-            sources=np.array(corpus.sources, dtype=str),
-            skipped=np.array(json.dumps(skipped)),
-        )
+    if cache_path is not None and write_cache:
+        save_corpus_cache(corpus, cache_path)
     return corpus
+
+
+def corpus_cache_path(paths, tokenizer, cache_dir, *, min_tokens=1, text_format="auto", text_field="text",
+                      label_field="label", errors="strict"):
+    """Where `load_corpus` keeps (or would keep) the tokenized ``paths`` in ``cache_dir``."""
+    settings = dict(min_tokens=min_tokens, text_format=text_format, text_field=text_field,
+                    label_field=label_field, errors=errors)
+    return os.path.join(cache_dir, f"corpus-{_cache_key(list_files(paths), tokenizer, settings)}.npz")
+
+
+def save_corpus_cache(corpus, cache_path):
+    """Write ``corpus`` where `load_corpus` reads it back (atomically)."""
+    os.makedirs(os.path.dirname(cache_path), exist_ok=True)
+    lengths = [len(ids) for ids in corpus.token_ids]
+    _save_atomically(
+        cache_path,
+        flat=np.concatenate(corpus.token_ids or [np.zeros(0, np.int32)]).astype(np.int32),
+        offsets=np.concatenate([[0], np.cumsum(lengths, dtype=np.int64)]),
+        labels=np.array([l or "" for l in corpus.labels], dtype=str),
+        has_label=np.array([l is not None for l in corpus.labels], dtype=bool),
+        sources=np.array(corpus.sources, dtype=str),
+        skipped=np.array(json.dumps(corpus.skipped)),
+    )
+    note_written(cache_path)

@@ -21,13 +21,17 @@ def validate_alpha(hierarchical):
     if hierarchical is True:
         return 0.4
     alpha = float(hierarchical)
-    if not 0.0 < alpha < 1.0 or alpha == 0.5:
-        raise ValueError(
-            f"Hierarchical position alpha must be in (0, 1) and not 0.5, got {hierarchical!r}: "
-            "alpha = 0.5 makes positions (i, j) and (j, i) identical. Use True (alpha=0.4) or "
-            "another float such as 0.3."
-        )
-    return alpha
+    if alpha == 0.5:
+        reason = "alpha = 0.5 makes positions (i, j) and (j, i) identical"
+    elif alpha >= 1.0:
+        reason = "u[k] = (p[k] - alpha*p[0]) / (1 - alpha) divides by 1 - alpha, zero or negative from 1 on"
+    elif alpha <= 0.0 or alpha != alpha:
+        reason = ("q[i*n + j] = alpha*u[i] + (1 - alpha)*u[j] needs alpha > 0, or every block of n positions "
+                  "would repeat the trained table and the block index i would be lost")
+    else:
+        return alpha
+    raise ValueError(f"Hierarchical position alpha must be in (0, 1) and not 0.5, got {hierarchical!r}: {reason}. "
+                     "Use True (alpha=0.4) or another float such as 0.3.")
 
 
 def extension_capacity(n, method, length=None):

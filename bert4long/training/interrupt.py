@@ -4,8 +4,6 @@ import signal
 import threading
 from collections.abc import Iterator
 
-import keras
-
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
 
 
@@ -23,26 +21,10 @@ class TrainingInterrupted(Exception):
         self.exit_code = 128 + signum
 
 
-class StopOnSignal(keras.callbacks.Callback):
-    """Ask ``fit`` to stop at the next step boundary once `received` is set; count the steps done."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.received = None
-        self.batches = 0
-
-    def on_train_begin(self, logs=None):
-        self.batches = 0
-
-    def on_train_batch_end(self, batch, logs=None):
-        self.batches = batch + 1
-        if self.received is not None:
-            self.model.stop_training = True
-
-
 @contextlib.contextmanager
-def signals_to(stopper: StopOnSignal) -> Iterator[StopOnSignal]:
-    """While inside, SIGTERM/SIGINT set ``stopper.received`` instead of killing; a second one stops at once.
+def signals_to(stopper):
+    """While inside, SIGTERM/SIGINT set ``stopper.received`` (``training.loop.StopOnSignal``) instead of killing;
+    a second one stops at once.
 
     Signal handlers live in the main thread only; elsewhere this does nothing.
     """

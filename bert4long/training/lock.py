@@ -47,11 +47,44 @@ class RunLock:
     def _holder(self):
         try:
             with open(self.path, encoding="utf-8") as f:
-                return json.load(f)
+                holder = json.load(f)
+            if isinstance(holder, dict) and isinstance(holder.get("pid"), int) and holder["pid"] > 0:
+                return holder
         except FileNotFoundError:
             return None
         except (OSError, ValueError):   # being written, or left half written by a crash
+            pass
+        try:   # unreadable, or not a lock bert4long wrote (no numeric pid): judged by its age
             return {"pid": None, "age": time.time() - os.path.getmtime(self.path)}
+        except FileNotFoundError:
+            return None
+
+    def _take_over(self, holder):
+        """Remove the stale lock ``holder`` read, unless another process took it over first.
+
+        Only the process that creates ``LOCK.takeover`` (``O_EXCL``) may remove the lock, and it removes
+        it only if the lock still holds what was judged stale, so two processes cannot both win.
+        """
+        guard = self.path + ".takeover"
+        try:
+            os.close(os.open(guard, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o666))
+        except FileExistsError:
+            try:
+                if time.time() - os.path.getmtime(guard) > 60:   # left by a process killed while taking over
+                    os.remove(guard)
+            except FileNotFoundError:
+                pass
+            time.sleep(0.05)
+            return
+        try:
+            if self._holder() == holder or (holder.get("pid") is None and (self._holder() or {}).get("pid") is None):
+                print(f"Taking over the lock of {self.folder!r}: its run (process {holder.get('pid')}) is no "
+                      "longer running.", flush=True)
+                os.remove(self.path)
+        except FileNotFoundError:
+            pass
+        finally:
+            os.remove(guard)
 
     def acquire(self) -> "RunLock":
         os.makedirs(self.folder, exist_ok=True)
@@ -74,12 +107,7 @@ class RunLock:
                         f"Another run is writing to {self.folder!r} ({where}, lock file {self.path!r}). Wait for it "
                         "to finish or choose another --out; if that run is gone (another machine), delete the "
                         "lock file.") from None
-                print(f"Taking over the lock of {self.folder!r}: its run (process {holder.get('pid')}) is no "
-                      "longer running.", flush=True)
-                try:
-                    os.remove(self.path)
-                except FileNotFoundError:
-                    pass
+                self._take_over(holder)
                 continue
             with os.fdopen(fd, "w", encoding="utf-8") as f:
                 json.dump({**me, "started": time.strftime("%Y-%m-%dT%H:%M:%S%z")}, f)

@@ -12,13 +12,29 @@ import numpy as np
 import tensorflow as tf
 
 from bert4long.training.interrupt import (
-    StopOnSignal,
     TrainingInterrupted,
     signal_name,
     signals_to,
 )
 from bert4long.training.lock import RunLock
 from bert4long.training.resume import RunDirectory
+
+
+class StopOnSignal(keras.callbacks.Callback):
+    """Ask ``fit`` to stop at the next step boundary once `received` is set; count the steps done."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.received = None
+        self.batches = 0
+
+    def on_train_begin(self, logs=None):
+        self.batches = 0
+
+    def on_train_batch_end(self, batch, logs=None):
+        self.batches = batch + 1
+        if self.received is not None:
+            self.model.stop_training = True
 
 
 class TrainingDiverged(FloatingPointError):
@@ -128,6 +144,10 @@ def _fit_intervals(model, make_dataset, steps, run, save_every, tokens_per_step,
     optimizer.build(model.trainable_variables)
     checkpoint = tf.train.Checkpoint(model=model, optimizer=optimizer)
     start = run.restore(checkpoint)
+    if start > steps:
+        raise ValueError(f"This run in {run.out_dir!r} has already done {start} steps, more than --steps {steps}: "
+                         f"pass --steps {start} or more to continue it (its step-{start} checkpoint is kept), or choose "
+                         "a new --out folder for a shorter run.")
     if start:
         print(f"resumed from step {start} ({run.directory})", flush=True)
     interval = save_every if save_every else steps

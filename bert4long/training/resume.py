@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 import tensorflow as tf
 
-from bert4long.outputs import is_disk_full, write_text_atomically
+from bert4long.outputs import is_disk_full, note_written, write_text_atomically
 
 POINTER = "latest"
 
@@ -101,7 +101,8 @@ class RunDirectory:
     def check_config(self, step: int) -> None:
         with open(os.path.join(self._state_dir(step), "run.json"), encoding="utf-8") as f:
             saved = json.load(f)["config"]
-        different = sorted(k for k in set(saved) | set(self.config) if saved.get(k) != self.config.get(k))
+        # a setting the saved run did not record (an older bert4long) is not compared; it is recorded from now on
+        different = sorted(k for k in saved if saved.get(k) != self.config.get(k))
         if not different:
             return
         details = ", ".join(f"{k}: saved {saved.get(k)!r} vs now {self.config.get(k)!r}" for k in different)
@@ -110,8 +111,8 @@ class RunDirectory:
             return
         raise ValueError(
             f"Cannot resume from {self.out_dir!r}: it holds a run with a different configuration ({details}). "
-            "Run again with the same arguments, pass --accept-changes (accept_changes=True) to continue with the "
-            "new ones, or choose a new --out folder to start over."
+            "Run again with the saved settings, pass --accept-changes (accept_changes=True) to continue with the "
+            "new ones, or choose a new --out folder to start a new run (this one stays as it is)."
         )
 
     def restore(self, checkpoint: tf.train.Checkpoint) -> int:
@@ -126,8 +127,9 @@ class RunDirectory:
         except (AssertionError, ValueError) as error:
             raise ValueError(
                 f"Cannot resume from {self.out_dir!r}: its saved state (step {step}) does not match this model "
-                f"({str(error).splitlines()[0][:300]}). It was written by another model or bert4long version: "
-                "choose a new --out folder (or delete the old one) to start over."
+                f"({str(error).splitlines()[0][:300]}). It was written by another model, optimizer setting (such as "
+                "--accumulate) or bert4long version: run with the settings it was saved with, or choose a new --out "
+                "folder to start a new run (this one stays as it is)."
             ) from None
         except (IndexError, tf.errors.OpError) as error:   # a truncated or corrupted file
             raise ValueError(
@@ -150,6 +152,7 @@ class RunDirectory:
                                   json.dumps({"step": int(step), "config": self.config, **(extra or {})}, indent=2))
             shutil.rmtree(final, ignore_errors=True)
             os.replace(tmp, final)
+            note_written(final)
             write_text_atomically(os.path.join(self.directory, POINTER), os.path.basename(final))
         except BaseException as error:
             shutil.rmtree(tmp, ignore_errors=True)
