@@ -1,12 +1,20 @@
 """bert4long: pretrained BERT-family models that read long documents, on Keras 3.
 
-``import bert4long`` registers every Keras class bert4long defines (layers,
-attention kernels, models, optimizers), so a saved ``model.keras`` loads with
-``keras.models.load_model(path)`` and no ``custom_objects``.
+``import bert4long`` is light: it does not start TensorFlow, so the tokenizers
+(``bert4long.tokenizers``) and the command's ``--help`` stay fast. The Keras
+classes bert4long defines (layers, attention kernels, models, optimizers) are
+registered as soon as Keras is imported (before or after bert4long), or on the
+first use of a name below, so a saved ``model.keras`` loads with
+``keras.models.load_model(path)`` and no ``custom_objects``. When bert4long is
+what starts TensorFlow, its start-up noise is hidden (`bert4long.tf_startup`).
 
 >>> from bert4long import build_transformer_model, Tokenizer  # doctest: +SKIP
 """
+import importlib
+import importlib.abc
+import importlib.util
 import os
+import sys
 
 if os.environ.get("KERAS_BACKEND", "tensorflow") != "tensorflow":
     raise ImportError(
@@ -17,11 +25,75 @@ os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 
 __version__ = "0.1.0"
 
-# Keras registers a class when its module runs: import every module that defines one.
-from bert4long import attention, layers, longformer, masked_lm_model, modernbert, optimizers, recurrence  # noqa: F401
-from bert4long.checkpoints import MissingCheckpointVariableError
-from bert4long.models import build_transformer_model
-from bert4long.tokenizers import Tokenizer, load_vocab
-from bert4long.training import finetune  # noqa: F401
+# The public names and the module of each, imported on first use.
+_PUBLIC = {"MissingCheckpointVariableError": "bert4long.checkpoints", "build_transformer_model": "bert4long.models",
+           "Tokenizer": "bert4long.tokenizers", "load_vocab": "bert4long.tokenizers"}
+# Keras registers a class when its module runs: every module that defines one.
+_REGISTERING = ("attention", "layers", "longformer", "masked_lm_model", "modernbert", "optimizers", "recurrence",
+                "training.finetune")
+__all__ = sorted(_PUBLIC)
 
-__all__ = ["MissingCheckpointVariableError", "Tokenizer", "build_transformer_model", "load_vocab"]
+
+def register_keras_classes():
+    """Import every module that registers a Keras class (TensorFlow starts quietly if it has not yet)."""
+    from bert4long.tf_startup import import_tensorflow_quietly
+
+    import_tensorflow_quietly(verbose=False)
+    for name in _REGISTERING:
+        importlib.import_module(f"bert4long.{name}")
+
+
+def __getattr__(name):
+    if name not in _PUBLIC:
+        raise AttributeError(f"module 'bert4long' has no attribute {name!r}")
+    if _PUBLIC[name] != "bert4long.tokenizers":
+        register_keras_classes()
+    value = getattr(importlib.import_module(_PUBLIC[name]), name)
+    globals()[name] = value
+    return value
+
+
+class _QuietStartAndRegister(importlib.abc.MetaPathFinder):
+    """Wraps the first ``import tensorflow`` and ``import keras`` (by anyone, after bert4long): TensorFlow starts
+    quietly (`bert4long.tf_startup`), and once Keras has loaded, `register_keras_classes` runs. It leaves
+    ``sys.meta_path`` when both have been seen."""
+
+    def __init__(self):
+        self.pending = {"tensorflow", "keras"} - set(sys.modules)
+
+    def find_spec(self, name, path=None, target=None):
+        if name not in self.pending:
+            return None
+        self.pending.discard(name)
+        if not self.pending:
+            sys.meta_path.remove(self)
+        spec = importlib.util.find_spec(name) if self not in sys.meta_path else self._found_by_others(name)
+        if spec is not None and spec.loader is not None and hasattr(spec.loader, "exec_module"):
+            run_module = spec.loader.exec_module
+            started = name == "keras" and "tensorflow" in sys.modules
+
+            def run_quietly(module):
+                from bert4long.tf_startup import quiet_startup
+
+                with quiet_startup(started):
+                    run_module(module)
+                    if name == "tensorflow":
+                        module.config.list_physical_devices()   # the CUDA probe's lines, parked too
+                if name == "keras":
+                    register_keras_classes()
+
+            spec.loader.exec_module = run_quietly
+        return spec
+
+    def _found_by_others(self, name):
+        sys.meta_path.remove(self)
+        try:
+            return importlib.util.find_spec(name)
+        finally:
+            sys.meta_path.insert(0, self)
+
+
+if "keras" in sys.modules:
+    register_keras_classes()
+elif not any(isinstance(finder, _QuietStartAndRegister) for finder in sys.meta_path):
+    sys.meta_path.insert(0, _QuietStartAndRegister())

@@ -5,7 +5,7 @@ below, never above. Imports inside functions (lazy imports) count too: a lazy
 import only hides a cycle, it does not remove it.
 
     level  room            modules
-    0      foundations     bert4long.ops, bert4long.outputs, bert4long.tokenizers
+    0      foundations     bert4long.ops, bert4long.outputs, bert4long.tokenizers, bert4long.tf_startup
     1      attention       bert4long.attention (kernels and MultiHeadAttention)
     2      layers          bert4long.layers
     3      models          every other top-level module: models and model families,
@@ -26,6 +26,7 @@ PACKAGE = pathlib.Path(__file__).resolve().parents[1] / "bert4long"
 LEVELS = {
     "bert4long.ops": 0,
     "bert4long.outputs": 0,
+    "bert4long.tf_startup": 0,
     "bert4long.tokenizers": 0,
     "bert4long.attention": 1,
     "bert4long.layers": 2,

@@ -31,6 +31,7 @@ from bert4long.cli.tasks import (
     run_finetune,
     run_predict,
 )
+from bert4long.tf_startup import import_tensorflow_quietly
 from bert4long.training.interrupt import TrainingInterrupted, sigterm_stops
 
 COMMANDS = {
@@ -87,6 +88,7 @@ def main(argv=None):
         parser.print_help()
         return 2
     args.given = given_options(parser.commands[args.command], argv[argv.index(args.command) + 1:])
+    import_tensorflow_quietly(verbose=args.verbose)
     default_config(args)
     try:
         with sigterm_stops(args.command), guarded_output(args):

@@ -18,7 +18,7 @@ from bert4long.cli.options import (
 )
 from bert4long.cli.output_guard import add_overwrite_argument
 from bert4long.data.pooling import MODES
-from bert4long.text_serving import RAW_TEXT_STRATEGIES
+from bert4long.data.truncation import RAW_TEXT_STRATEGIES
 
 ESTIMATED_LENGTHS = (512, 1024, 2048, 4096, 8192, 16384, 32768)
 # Score-like float32 tensors per query token and head that each kernel keeps for the backward pass

@@ -1,42 +1,35 @@
 """Long-document data: truncation, chunking and pooling, MLM masking, packing,
 and ``tf.data`` pipelines from folders of text to batches. See docs/data.md."""
-from bert4long.data.chunking import chunk_documents, chunk_spans
-from bert4long.data.corpus import (
-    Corpus,
-    list_files,
-    load_corpus,
-    read_documents,
-    read_texts,
-)
-from bert4long.data.masking import MLMMasker
-from bert4long.data.order import epoch_permutation, example_order
-from bert4long.data.packing import pack_documents
-from bert4long.data.pipeline import (
-    classification_dataset,
-    default_bucket_lengths,
-    label_ids,
-    mlm_dataset,
-)
-from bert4long.data.pooling import pool_chunks, pool_chunks_ops
-from bert4long.data.truncation import truncate
+import importlib
 
-__all__ = [
-    "Corpus",
-    "MLMMasker",
-    "chunk_documents",
-    "chunk_spans",
-    "classification_dataset",
-    "default_bucket_lengths",
-    "epoch_permutation",
-    "example_order",
-    "label_ids",
-    "list_files",
-    "load_corpus",
-    "mlm_dataset",
-    "pack_documents",
-    "pool_chunks",
-    "pool_chunks_ops",
-    "read_documents",
-    "read_texts",
-    "truncate",
-]
+# Each public name and the module that defines it (imported on first use: masking and the pipelines start
+# TensorFlow, the readers, chunking and truncation do not).
+_MODULES = {
+    "Corpus": "bert4long.data.corpus",
+    "MLMMasker": "bert4long.data.masking",
+    "chunk_documents": "bert4long.data.chunking",
+    "chunk_spans": "bert4long.data.chunking",
+    "classification_dataset": "bert4long.data.pipeline",
+    "default_bucket_lengths": "bert4long.data.pipeline",
+    "epoch_permutation": "bert4long.data.order",
+    "example_order": "bert4long.data.order",
+    "label_ids": "bert4long.data.pipeline",
+    "list_files": "bert4long.data.corpus",
+    "load_corpus": "bert4long.data.corpus",
+    "mlm_dataset": "bert4long.data.pipeline",
+    "pack_documents": "bert4long.data.packing",
+    "pool_chunks": "bert4long.data.pooling",
+    "pool_chunks_ops": "bert4long.data.pooling",
+    "read_documents": "bert4long.data.corpus",
+    "read_texts": "bert4long.data.corpus",
+    "truncate": "bert4long.data.truncation",
+}
+__all__ = sorted(_MODULES)
+
+
+def __getattr__(name):
+    if name not in _MODULES:
+        raise AttributeError(f"module 'bert4long.data' has no attribute {name!r}")
+    value = getattr(importlib.import_module(_MODULES[name]), name)
+    globals()[name] = value
+    return value

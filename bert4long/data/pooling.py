@@ -9,7 +9,6 @@
 [[2.0], [5.0]]
 """
 import numpy as np
-from keras import ops
 
 MODES = ("mean", "max", "first")
 
@@ -52,6 +51,8 @@ def pool_chunks_ops(chunk_outputs, chunk_to_doc, num_documents, mode="mean"):
     (a serving batch's size).
     """
     _check_mode(mode)
+    from keras import ops  # (here: pool_chunks and MODES need no Keras)
+
     outputs = ops.convert_to_tensor(chunk_outputs)
     owners = ops.cast(chunk_to_doc, "int32")
     if mode == "first":

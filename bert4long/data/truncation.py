@@ -10,6 +10,7 @@ array([ 1, 10, 11, 17, 18, 19,  2], dtype=int32)
 import numpy as np
 
 STRATEGIES = ("head", "tail", "head+tail")
+RAW_TEXT_STRATEGIES = STRATEGIES + ("chunks",)   # what a raw-text SavedModel does with a long text
 
 
 def truncate(token_ids, maxlen, strategy="head", head_len=128, *, cls_id, sep_id):

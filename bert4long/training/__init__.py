@@ -5,48 +5,37 @@ default), with AdamW, warmup + linear decay, gradient clipping and
 accumulation, optional mixed precision and per-layer recompute
 (``build_transformer_model(..., recompute=True)``). See docs/training.md.
 """
-from bert4long.training.finetune import (
-    build_classifier,
-    build_token_labeller,
-    compile_finetune,
-    encode_labels,
-    token_label_weights,
-)
-from bert4long.training.interrupt import TrainingInterrupted
-from bert4long.training.lock import RunInProgress, RunLock
-from bert4long.training.loop import TrainingDiverged, fit_resumable
-from bert4long.training.mlm import (
-    build_mlm_model,
-    compile_mlm,
-    default_precision,
-    dtype_policy,
-    evaluate_mlm,
-    masker_for,
-    mlm_batches,
-    takes_segment_ids,
-)
-from bert4long.training.optim import make_optimizer
-from bert4long.training.resume import RunDirectory
+import importlib
 
-__all__ = [
-    "RunDirectory",
-    "RunInProgress",
-    "RunLock",
-    "TrainingDiverged",
-    "TrainingInterrupted",
-    "build_classifier",
-    "build_mlm_model",
-    "build_token_labeller",
-    "compile_finetune",
-    "compile_mlm",
-    "default_precision",
-    "dtype_policy",
-    "encode_labels",
-    "evaluate_mlm",
-    "fit_resumable",
-    "make_optimizer",
-    "masker_for",
-    "mlm_batches",
-    "takes_segment_ids",
-    "token_label_weights",
-]
+# Each public name and the module that defines it (imported on first use).
+_MODULES = {
+    "build_classifier": "bert4long.training.finetune",
+    "build_token_labeller": "bert4long.training.finetune",
+    "compile_finetune": "bert4long.training.finetune",
+    "encode_labels": "bert4long.training.finetune",
+    "token_label_weights": "bert4long.training.finetune",
+    "TrainingInterrupted": "bert4long.training.interrupt",
+    "RunInProgress": "bert4long.training.lock",
+    "RunLock": "bert4long.training.lock",
+    "TrainingDiverged": "bert4long.training.loop",
+    "fit_resumable": "bert4long.training.loop",
+    "build_mlm_model": "bert4long.training.mlm",
+    "compile_mlm": "bert4long.training.mlm",
+    "default_precision": "bert4long.training.mlm",
+    "dtype_policy": "bert4long.training.mlm",
+    "evaluate_mlm": "bert4long.training.mlm",
+    "masker_for": "bert4long.training.mlm",
+    "mlm_batches": "bert4long.training.mlm",
+    "takes_segment_ids": "bert4long.training.mlm",
+    "make_optimizer": "bert4long.training.optim",
+    "RunDirectory": "bert4long.training.resume",
+}
+__all__ = sorted(_MODULES)
+
+
+def __getattr__(name):
+    if name not in _MODULES:
+        raise AttributeError(f"module 'bert4long.training' has no attribute {name!r}")
+    value = getattr(importlib.import_module(_MODULES[name]), name)
+    globals()[name] = value
+    return value
