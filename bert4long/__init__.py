@@ -55,34 +55,54 @@ def __getattr__(name):
 
 class _QuietStartAndRegister(importlib.abc.MetaPathFinder):
     """Wraps the first ``import tensorflow`` and ``import keras`` (by anyone, after bert4long): TensorFlow starts
-    quietly (`bert4long.tf_startup`), and once Keras has loaded, `register_keras_classes` runs. It leaves
-    ``sys.meta_path`` when both have been seen."""
+    quietly (`bert4long.tf_startup`), and once Keras has loaded, `register_keras_classes` runs.
+
+    When a bert4long module is what imports Keras, the registration waits until that module (and any bert4long
+    module importing it) has finished, so that it never re-enters a half-initialised module: the finder counts
+    the bert4long modules being executed.
+    """
 
     def __init__(self):
         self.pending = {"tensorflow", "keras"} - set(sys.modules)
+        self.depth = 0   # bert4long modules executing now
+        self.register_when_done = False
 
     def find_spec(self, name, path=None, target=None):
-        if name not in self.pending:
+        if name not in self.pending and not name.startswith("bert4long."):
             return None
         self.pending.discard(name)
-        if not self.pending:
-            sys.meta_path.remove(self)
-        spec = importlib.util.find_spec(name) if self not in sys.meta_path else self._found_by_others(name)
-        if spec is not None and spec.loader is not None and hasattr(spec.loader, "exec_module"):
-            run_module = spec.loader.exec_module
-            started = name == "keras" and "tensorflow" in sys.modules
-
-            def run_quietly(module):
-                from bert4long.tf_startup import quiet_startup
-
-                with quiet_startup(started):
+        spec = self._found_by_others(name)
+        if spec is None or spec.loader is None or not hasattr(spec.loader, "exec_module"):
+            return spec
+        run_module = spec.loader.exec_module
+        if name.startswith("bert4long."):
+            def run_counted(module):
+                self.depth += 1
+                try:
                     run_module(module)
-                    if name == "tensorflow":
-                        module.config.list_physical_devices()   # the CUDA probe's lines, parked too
-                if name == "keras":
+                finally:
+                    self.depth -= 1
+                if not self.depth and self.register_when_done:
+                    self.register_when_done = False
                     register_keras_classes()
 
-            spec.loader.exec_module = run_quietly
+            spec.loader.exec_module = run_counted
+            return spec
+        started = name == "keras" and "tensorflow" in sys.modules
+
+        def run_quietly(module):
+            from bert4long.tf_startup import quiet_startup
+
+            with quiet_startup(started):
+                run_module(module)
+                if name == "tensorflow":
+                    module.config.list_physical_devices()   # the CUDA probe's lines, parked too
+            if name == "keras" and self.depth:
+                self.register_when_done = True
+            elif name == "keras":
+                register_keras_classes()
+
+        spec.loader.exec_module = run_quietly
         return spec
 
     def _found_by_others(self, name):
