@@ -151,9 +151,9 @@ positions, masking seed 12345; ± standard error over the articles):
 {100 * held['most_frequent_token_baseline']:.1f}% |
 
 Read the `[MASK]` row against the baseline: most of the "all" figure comes from the 10% of masked
-positions left unchanged, which a model can copy. A demonstration model, far weaker than a real BERT. What it is for: showing, in minutes on a CPU, what
-reading beyond its {s['seq_len']} trained positions with `hierarchical_position=True` does (`bert4long pretrain`
-with no arguments; the README's example).
+positions left unchanged, which a model can copy. A demonstration model, far weaker than a real BERT.
+What it is for: showing, in minutes on a CPU, what reading beyond its {s['seq_len']} trained positions
+with `hierarchical_position=True` does (`bert4long pretrain` with no arguments; the README's example).
 
 Licence: the weights are derived from public-domain novels and CC BY-SA 3.0 Wikipedia text; share alike.
 """
