@@ -70,7 +70,8 @@ def long_windows(documents, names, length, cls_id, sep_id, limit):
 
     >>> long_windows([[5, 6, 7, 8, 9], [3, 4]], ["a", "b"], 4, 1, 2, limit=5)
     (array([[1, 5, 6, 2],
-           [1, 7, 8, 2]], dtype=int32), ['a', 'a'])
+           [1, 3, 4, 2],
+           [1, 7, 8, 2]], dtype=int32), ['a', 'b', 'a'])
     """
     import numpy as np
 
@@ -234,6 +235,6 @@ def run_demo(args):
                    "regions": REGIONS}, f)
     print(f"\nSaved {out} ({_folder_size(out) / 2**20:.1f} MB): the model after {args.steps} steps with hierarchical "
           f"positions (bert_model.ckpt.*, bert_config.json, vocab), {RESULTS}.\n"
-          "The full study (MiniLM, 1,000 steps at 3x): docs/results.md in the bert4long repository.\n"
+          "The study on a real BERT (MiniLM, 2-4x, zero-shot and trained): docs/results.md in the bert4long repository.\n"
           "The same comparison on your own checkpoint and corpus (the last 10% of the documents held out):\n"
           "  bert4long pretrain --demo --checkpoint YOUR_FOLDER/bert_model.ckpt --corpus YOUR_TEXTS/ --out my_comparison")
