@@ -21,6 +21,7 @@ setup(
     license="Apache-2.0",
     python_requires=">=3.10",
     packages=find_packages(include=["bert4long", "bert4long.*"]),
+    package_data={"bert4long.pretrained": ["austen-wiki-mini/*"]},  # the built-in model (bert4long.pretrained)
     py_modules=["bert4long_command"],  # the command's entry point, outside the package (see its docstring)
     install_requires=REQUIREMENTS,
     extras_require={

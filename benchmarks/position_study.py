@@ -58,10 +58,10 @@ from common import (
     write_tiny_config,
 )
 
+# The 13 held-out articles: the split --split-seed 0 makes at 1,024 tokens with 24 evaluation windows.
+from bert4long.training.corpus import HELD_OUT_ARTICLES  # noqa: E402
+
 HEAD_LAYERS = ("MLM-Dense", "MLM-Norm", "MLM-Bias")
-# Indices into wikipedia_articles() of the 13 held-out articles: the split --split-seed 0 makes at
-# 1,024 tokens with 24 evaluation windows, and the articles ../shared/models/minilm-mlm never saw.
-HELD_OUT_ARTICLES = (5, 10, 13, 20, 27, 36, 37, 39, 65, 87, 88, 99, 103)
 
 
 WRITTEN_HERE = set()  # (table, method) entries this process wrote; the file's copy of any other one is newer
@@ -163,44 +163,17 @@ def evaluate(model, sequences, masker, args, boundary, split=None):
     """MLM accuracy on ``sequences`` (fixed masking seed), split at position ``boundary``.
 
     ``split``: read each sequence as independent windows of ``split`` tokens (no extension).
-    Returns counts and accuracies for positions < / >= boundary, all predictions and [MASK] only.
+    Returns counts and accuracies for positions < / >= boundary, all predictions and [MASK] only
+    (`bert4long.training.position_eval.masked_counts`, pooled over the whole batches).
     """
-    import numpy as np
-    import tensorflow as tf
+    from bert4long.training.position_eval import REGIONS, masked_counts
 
-    from bert4long.training import mlm_batches
-
-    def predict(x):
-        return model(x, training=False)
-
-    if not args.quick:  # tracing a tiny model costs more than it saves
-        predict = tf.function(predict, reduce_retracing=True)  # a few batches: no XLA compile
-    counts = {}
-    steps = len(sequences) // args.eval_batch
-    for (tokens, _segments, positions), labels, weights in mlm_batches(sequences, masker, args.eval_batch,
-                                                                      seed=args.eval_seed).take(steps):
-        tokens, positions, labels, weights = (t.numpy() for t in (tokens, positions, labels, weights))
-        if split:
-            logits_by_window = []
-            for start in range(0, tokens.shape[1], split):
-                inside = (positions >= start) & (positions < start + split)
-                local = np.where(inside, positions - start, 0).astype("int32")
-                window = np.ascontiguousarray(tokens[:, start:start + split])
-                logits_by_window.append((inside, predict((window, np.zeros_like(window), local)).numpy()))
-            predicted = np.zeros_like(labels)
-            for inside, logits in logits_by_window:
-                predicted = np.where(inside, logits.argmax(-1), predicted)
-        else:
-            predicted = predict((tokens, np.zeros_like(tokens), positions)).numpy().argmax(-1)
-        correct = (predicted == labels) & (weights > 0)
-        is_mask = np.take_along_axis(tokens, positions, axis=1) == masker.mask_id
-        for region, where in (("lt", positions < boundary), ("ge", positions >= boundary)):
-            for kind, keep in (("all", weights > 0), ("mask", (weights > 0) & is_mask)):
-                key = f"{region}_{kind}"
-                n, c = counts.get(key, (0, 0))
-                counts[key] = (n + int((where & keep).sum()), c + int((correct & where & keep).sum()))
+    whole = len(sequences) // args.eval_batch * args.eval_batch
+    counts = masked_counts(model, sequences[:whole], masker, boundary, split=split, batch_size=args.eval_batch,
+                           seed=args.eval_seed, compiled=not args.quick)  # tracing a tiny model costs more than it saves
     result = {}
-    for key, (n, c) in sorted(counts.items()):
+    for key in sorted(REGIONS):
+        n, c = int(counts[f"n_{key}"].sum()), int(counts[f"correct_{key}"].sum())
         result[f"acc_{key}"] = c / n if n else None
         result[f"n_{key}"] = n
     n_all = result["n_lt_all"] + result["n_ge_all"]

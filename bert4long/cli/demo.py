@@ -1,0 +1,241 @@
+"""The main job (``bert4long pretrain`` with no arguments, or ``--demo``): what reading long buys, measured.
+
+A masked LM trained on short windows reads held-out documents at 4x its trained length three
+ways — ``split`` (independent trained-length windows: no extension), ``copy`` (the position
+table repeated) and ``hierarchical`` (Su's decomposition) — then continues MLM training at 4x for
+a few steps (hierarchical and copy) and reads again. MLM accuracy on the masked positions of
+held-out text (a fixed masking seed), before and from the trained length, with standard errors
+clustered by document (`bert4long.training.position_eval`). On the built-in model
+(`bert4long.pretrained`) and gensim's Wikipedia articles by default; ``--checkpoint``/``--corpus``
+run the same comparison on yours (the last 10% of the documents held out).
+"""
+import json
+import os
+import time
+
+from bert4long.cli.inputs import max_position_of, tokenizer_for
+
+DEMO_SETTINGS = {"batch_size": 8, "steps": 150, "learning_rate": 5e-4, "eval_sequences": 96,
+                 "hierarchical_position": 0.4, "out": "bert4long_demo"}
+RESULTS = "demo_results.json"
+GUIDE = ("  split         the text cut into independent {n}-token windows: what the model reads without bert4long\n"
+         "  copy          one {m}-token window, positions {n}+ reusing the table's rows 0..{n1} (repeated)\n"
+         "  hierarchical  one {m}-token window, hierarchical position decomposition (Su 2020), alpha {alpha}")
+
+
+def apply_demo(args):
+    """Fill in the demo's settings the user did not give; point it at the built-in model unless --checkpoint."""
+    from bert4long import pretrained
+
+    if ("corpus" in args.given) != ("checkpoint" in args.given):
+        raise ValueError("--demo on your own model needs both --checkpoint and --corpus (or neither, for the "
+                         "built-in model and Wikipedia articles)")
+    for key, value in DEMO_SETTINGS.items():
+        if key not in args.given:
+            setattr(args, key, value)
+    if "checkpoint" not in args.given:
+        args.checkpoint, args.config = pretrained.checkpoint(), os.path.join(pretrained.path(), "bert_config.json")
+    elif args.config is None and not os.path.isdir(args.checkpoint):
+        args.config = os.path.join(os.path.dirname(args.checkpoint), "bert_config.json")
+    trained = max_position_of(args)
+    if "seq_len" not in args.given and trained:
+        args.seq_len = 4 * trained
+    return args
+
+
+def _documents(args, tokenizer):
+    """``(train, held_out, names, where)``: content ids of the training and held-out documents."""
+    if "corpus" not in args.given:
+        from bert4long.training.corpus import HELD_OUT_ARTICLES, wikipedia_articles
+
+        ids = tokenizer.encode_documents(wikipedia_articles())
+        held = [i for i in range(len(ids)) if i in HELD_OUT_ARTICLES]
+        where = f"{len(held)} English Wikipedia articles the model never saw (gensim's test data)"
+    else:
+        from bert4long.data.corpus import load_corpus
+
+        ids = load_corpus(args.corpus, tokenizer, errors=args.errors).token_ids
+        if len(ids) < 2:
+            raise ValueError(f"--corpus {args.corpus!r} holds {len(ids)} document(s): the comparison holds out "
+                             "the last 10% of the documents and trains on the rest, so give at least 2")
+        held = list(range(len(ids) - max(1, len(ids) // 10), len(ids)))
+        where = f"the last {len(held)} of the {len(ids)} documents of {args.corpus} (held out of training)"
+    train = [doc for i, doc in enumerate(ids) if i not in held]
+    return train, [ids[i] for i in held], held, where
+
+
+def long_windows(documents, names, length, cls_id, sep_id, limit):
+    """Up to ``limit`` windows ``[CLS] + length-2 tokens + [SEP]`` from ``documents``, round robin over the
+    documents (so a few long ones do not fill the set), and each window's document name.
+
+    >>> long_windows([[5, 6, 7, 8, 9], [3, 4]], ["a", "b"], 4, 1, 2, limit=5)
+    (array([[1, 5, 6, 2],
+           [1, 3, 4, 2],
+           [1, 7, 8, 2]], dtype=int32), ['a', 'b', 'a'])
+    """
+    import numpy as np
+
+    width = length - 2
+    per_document = [[doc[s:s + width] for s in range(0, len(doc) - width + 1, width)] for doc in documents]
+    windows, groups = [], []
+    for turn in range(max(map(len, per_document), default=0)):
+        for name, pieces in zip(names, per_document):
+            if turn < len(pieces) and len(windows) < limit:
+                windows.append([cls_id, *pieces[turn], sep_id])
+                groups.append(name)
+    return np.asarray(windows, "int32").reshape(-1, length), groups
+
+
+def _method_kwargs(method, args):
+    """The model of ``method``, with the attention options given (--attention, --attention-config, --recompute)."""
+    from bert4long.cli.options import model_kwargs
+
+    kwargs = {k: v for k, v in model_kwargs(args).items() if k in ("attention", "attention_config", "recompute")}
+    if method == "hierarchical":
+        kwargs["hierarchical_position"] = args.hierarchical_position
+    elif method == "copy":
+        kwargs.update(position_extension="copy", position_extension_length=args.seq_len)
+    return kwargs
+
+
+def _measure(model, data, split=None):
+    from bert4long.training.position_eval import masked_counts
+
+    return masked_counts(model, data["windows"], data["masker"], boundary=data["trained"], split=split,
+                         batch_size=8, seed=12345)
+
+
+def _cell(counts, region, groups):
+    from bert4long.training.position_eval import accuracy_with_error
+
+    accuracy, error = accuracy_with_error(counts[f"n_{region}_all"], counts[f"correct_{region}_all"], groups)
+    return f"{100 * accuracy:5.1f} ± {100 * error:3.1f} %"
+
+
+def _row(label, counts, data, note=""):
+    print(f"  {label:<52} {_cell(counts, 'lt', data['groups']):>16} {_cell(counts, 'ge', data['groups']):>17}  "
+          + note, flush=True)
+
+
+def _train(model, data, args):
+    from bert4long.training import compile_mlm, make_optimizer, mlm_batches, takes_segment_ids
+
+    compile_mlm(model, make_optimizer(args.learning_rate, args.steps, args.warmup_steps), jit_compile=not args.no_xla)
+    batches = mlm_batches(data["train"], data["masker"], args.batch_size, seed=args.seed,
+                          segment_ids=takes_segment_ids(model))
+    begin = time.perf_counter()
+    history = model.fit(batches, steps_per_epoch=args.steps, epochs=1, verbose=0)
+    return f"train loss {history.history['loss'][-1]:.2f}, {time.perf_counter() - begin:.0f} s"
+
+
+def _compare(args, data):
+    """The comparison's table: zero-shot, then after ``args.steps`` steps at the long length; its counts."""
+    import keras
+
+    from bert4long.training import build_mlm_model
+
+    n, m = data["trained"], args.seq_len
+    print(f"\nMLM accuracy on masked held-out tokens, ± standard error over the {len(set(data['groups']))} "
+          f"{data['unit']}\n  {'':<52} {f'positions < {n}':>16} {f'positions >= {n}':>17}")
+    counts, builders = {}, {}
+    for method in ("split", "copy", "hierarchical"):
+        model, _, _ = build_mlm_model(args.config, args.checkpoint, **_method_kwargs(method, args))
+        counts["zero-shot", method] = _measure(model, data, split=n if method == "split" else None)
+        _row(f"zero-shot {method}", counts["zero-shot", method], data)
+    print(f"  continued MLM at {m} tokens, {args.steps} steps of {args.batch_size} (same batches for both):")
+    for method in ("hierarchical", "copy"):
+        keras.utils.set_random_seed(args.seed)
+        model, builders[method], _ = build_mlm_model(args.config, args.checkpoint, **_method_kwargs(method, args))
+        trained = _train(model, data, args)
+        counts["trained", method] = _measure(model, data)
+        _row(f"trained   {method}", counts["trained", method], data, f"({trained})")
+        if method == "hierarchical":
+            counts["trained", "split"] = _measure(model, data, split=n)
+            _row(f"trained   split (that model, {n}-token windows)", counts["trained", "split"], data)
+    return counts, builders["hierarchical"]
+
+
+def _difference(a, b, region, groups):
+    """``a - b`` accuracy at ``region`` (same masked positions) and its paired, document-clustered error."""
+    from bert4long.training.position_eval import accuracy_with_error
+
+    return accuracy_with_error(a[f"n_{region}_all"], a[f"correct_{region}_all"] - b[f"correct_{region}_all"], groups)
+
+
+def _explain(counts, args, data):
+    """The lines that read the table: the gain from reading long, and the reason for every figure that fell."""
+    n, groups = data["trained"], data["groups"]
+    lines = []
+    for label, other in (("its own split", ("trained", "split")), ("the original split", ("zero-shot", "split"))):
+        gain, error = _difference(counts["trained", "hierarchical"], counts[other], "ge", groups)
+        lines.append(f"reading {args.seq_len} tokens at once vs {label}, positions >= {n}: "
+                     f"{100 * gain:+.1f} ± {100 * error:.1f} points")
+    for method in ("copy", "hierarchical"):
+        gap, error = _difference(counts["zero-shot", method], counts["zero-shot", "split"], "ge", groups)
+        if gap < 0:
+            lines.append(f"zero-shot {method} is below split at positions >= {n} ({100 * gap:+.1f} ± {100 * error:.1f}):"
+                         f" those positions were never trained, so the model has yet to learn to read them")
+    for method, before in (("hierarchical", "hierarchical"), ("copy", "copy"), ("split", "split")):
+        for region, where in (("lt", f"< {n}"), ("ge", f">= {n}")):
+            change, error = _difference(counts["trained", method], counts["zero-shot", before], region, groups)
+            if change >= 0:
+                continue
+            why = ("within 2 standard errors of no change: the noise of this sample" if -change < 2 * error else
+                   f"a real drop: {args.steps} steps of a fresh optimizer at learning rate {args.learning_rate:g} "
+                   f"move weights tuned on {n}-token windows; more --steps or a lower --learning-rate")
+            lines.append(f"{method} at positions {where} fell after training ({100 * change:+.1f} ± {100 * error:.1f}"
+                         f" points): {why}")
+    print("\n" + "\n".join(lines), flush=True)
+
+
+def _folder_size(folder):
+    return sum(os.path.getsize(os.path.join(root, f)) for root, _, files in os.walk(folder) for f in files)
+
+
+def run_demo(args):
+    """Print the comparison (see the module docstring) and save the model trained with hierarchical positions."""
+    import keras
+
+    from bert4long.cli.run_folder import copy_tokenizer, start_writing
+    from bert4long.outputs import write_text_atomically
+    from bert4long.data.packing import pack_documents
+    from bert4long.training import masker_for
+    from bert4long.training.position_eval import REGIONS
+
+    keras.utils.set_random_seed(args.seed)
+    tokenizer = tokenizer_for(args)
+    trained = max_position_of(args)
+    train, held, names, where = _documents(args, tokenizer)
+    windows, groups = long_windows(held, names, args.seq_len, tokenizer.cls_id, tokenizer.sep_id, args.eval_sequences)
+    if not len(windows):
+        raise ValueError(f"no held-out document reaches {args.seq_len} tokens: pass a smaller --seq-len or a "
+                         "corpus with longer documents")
+    unit = "documents"
+    if len(set(groups)) < 2:   # one held-out document: its windows are the draws
+        groups, unit = list(range(len(windows))), "windows"
+    out = os.path.abspath(args.out)
+    print(f"bert4long makes a BERT trained on {trained}-token inputs read longer documents. This run reads "
+          f"{len(windows)} windows of {args.seq_len} tokens ({args.seq_len / trained:g}x) from {where}, with the "
+          f"model {args.checkpoint}, three ways:\n" + GUIDE.format(n=trained, m=args.seq_len, n1=trained - 1,
+                                                                  alpha=args.hierarchical_position)
+          + f"\nthen trains at {args.seq_len} tokens for {args.steps} steps and reads again. Writing to {out}",
+          flush=True)
+    data = {"trained": trained, "windows": windows, "groups": groups, "unit": unit, "masker": masker_for(tokenizer, args.seq_len),
+            "train": pack_documents(train, args.seq_len, cls_id=tokenizer.cls_id, sep_id=tokenizer.sep_id,
+                                    pad_id=tokenizer.pad_id or 0)}
+    counts, builder = _compare(args, data)
+    _explain(counts, args, data)
+    start_writing(args)   # (--overwrite replaces an earlier run only now, after everything was read and measured)
+    os.makedirs(out, exist_ok=True)
+    builder.save_weights_as_checkpoint(os.path.join(out, "bert_model.ckpt"))
+    builder.write_config(os.path.join(out, "bert_config.json"))
+    copy_tokenizer(args, out)
+    write_text_atomically(os.path.join(out, RESULTS), json.dumps({"held_out": where, "documents": sorted(set(map(str, groups))), "windows": len(windows),
+                   "trained_length": trained, "seq_len": args.seq_len, "steps": args.steps,
+                   "counts": {f"{stage} {method}": {k: c[k].tolist() for k in c} for (stage, method), c in counts.items()},
+                   "regions": REGIONS}))
+    print(f"\nSaved {out} ({_folder_size(out) / 2**20:.1f} MB): the model after {args.steps} steps with hierarchical "
+          f"positions (bert_model.ckpt.*, bert_config.json, vocab), {RESULTS}.\n"
+          "The study on a real BERT (MiniLM, 2-4x, zero-shot and trained): docs/results.md in the bert4long repository.\n"
+          "The same comparison on your own checkpoint and corpus (the last 10% of the documents held out):\n"
+          "  bert4long pretrain --demo --checkpoint YOUR_FOLDER/bert_model.ckpt --corpus YOUR_TEXTS/ --out my_comparison")
