@@ -197,8 +197,8 @@ def run_demo(args):
     import keras
 
     from bert4long.cli.run_folder import copy_tokenizer, start_writing
-    from bert4long.outputs import write_text_atomically
     from bert4long.data.packing import pack_documents
+    from bert4long.outputs import write_text_atomically
     from bert4long.training import masker_for
     from bert4long.training.position_eval import REGIONS
 
@@ -230,10 +230,11 @@ def run_demo(args):
     builder.save_weights_as_checkpoint(os.path.join(out, "bert_model.ckpt"))
     builder.write_config(os.path.join(out, "bert_config.json"))
     copy_tokenizer(args, out)
-    write_text_atomically(os.path.join(out, RESULTS), json.dumps({"held_out": where, "documents": sorted(set(map(str, groups))), "windows": len(windows),
-                   "trained_length": trained, "seq_len": args.seq_len, "steps": args.steps,
-                   "counts": {f"{stage} {method}": {k: c[k].tolist() for k in c} for (stage, method), c in counts.items()},
-                   "regions": REGIONS}))
+    results = {"held_out": where, "documents": sorted(set(map(str, groups))), "windows": len(windows),
+               "trained_length": trained, "seq_len": args.seq_len, "steps": args.steps,
+               "counts": {f"{stage} {method}": {k: c[k].tolist() for k in c} for (stage, method), c in counts.items()},
+               "regions": REGIONS}
+    write_text_atomically(os.path.join(out, RESULTS), json.dumps(results))
     print(f"\nSaved {out} ({_folder_size(out) / 2**20:.1f} MB): the model after {args.steps} steps with hierarchical "
           f"positions (bert_model.ckpt.*, bert_config.json, vocab), {RESULTS}.\n"
           "The study on a real BERT (MiniLM, 2-4x, zero-shot and trained): docs/results.md in the bert4long repository.\n"
