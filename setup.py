@@ -24,7 +24,8 @@ setup(
     py_modules=["bert4long_command"],  # the command's entry point, outside the package (see its docstring)
     install_requires=REQUIREMENTS,
     extras_require={
-        "test": ["pytest>=7", "hypothesis>=6", "ruff==0.17.*", "torch==2.13.0", "transformers==5.23.*"],
+        "test": ["pytest>=7", "hypothesis>=6", "ruff==0.17.*", "torch==2.13.0", "transformers==5.23.*",
+                 "scikit-learn>=1.3", "seqeval>=1.2"],
         "benchmarks": ["matplotlib>=3.7"],
     },
     entry_points={"console_scripts": ["bert4long=bert4long_command:main"]},
