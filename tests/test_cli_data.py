@@ -127,7 +127,22 @@ def test_finetune_integer_labels_then_predict(tiny_bert, tmp_path, capsys):
     assert main(["finetune", "--checkpoint", checkpoint, "--train", str(train), "--valid", str(train),
                  "--labels", str(tmp_path / "labels.txt"), "--seq-len", "16", "--batch-size", "4", "--steps", "2",
                  "--save-every", "2", "--out", str(tmp_path / "run"), "--no-xla", "--quiet"]) == 0
-    assert "validation accuracy" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "epoch 2: train loss" in out and "macro-F1" in out and "majority baseline" in out
+    record = json.loads((tmp_path / "run" / "metrics.json").read_text())
+    assert [e["epoch"] for e in record["epochs"]] == [1, 2]   # 6 documents in batches of 4: an epoch is 1 step
+    assert set(record["epochs"][0]["valid"]["per_class"]) == {"0", "1"}
+    assert main(["predict", "--run", str(tmp_path / "run"), "--input", str(train), "--output",
+                 str(tmp_path / "scored.jsonl"), "--metrics", str(tmp_path / "scores.json"), "--quiet"]) == 0
+    rows = [json.loads(line) for line in (tmp_path / "scored.jsonl").read_text().splitlines()]
+    assert [row["label"] for row in rows] == [str(i % 2) for i in range(6)]   # the gold label kept beside
+    gold, predicted = [row["label"] for row in rows], [row["predicted_label"] for row in rows]
+    metrics = pytest.importorskip("sklearn.metrics")
+    scores = json.loads((tmp_path / "scores.json").read_text())
+    assert scores["macro_f1"] == pytest.approx(metrics.f1_score(gold, predicted, average="macro", labels=["0", "1"],
+                                                                zero_division=0))
+    assert scores["confusion"] == record["final"]["confusion"]   # the same weights, the same documents
+    assert scores["macro_f1"] == pytest.approx(record["final"]["macro_f1"])
     docs = tmp_path / "docs"
     docs.mkdir()
     for i in range(3):
@@ -136,7 +151,7 @@ def test_finetune_integer_labels_then_predict(tiny_bert, tmp_path, capsys):
                  "--output", str(tmp_path / "out.jsonl"), "--batch-size", "2"]) == 0
     lines = [json.loads(line) for line in (tmp_path / "out.jsonl").read_text().splitlines()]
     assert [line["source"] for line in lines] == ["d0.txt", "d1.txt", "d2.txt"]
-    assert all(line["label"] in ("0", "1") and abs(sum(line["probabilities"].values()) - 1) < 1e-5
+    assert all(line["predicted_label"] in ("0", "1") and "label" not in line and abs(sum(line["probabilities"].values()) - 1) < 1e-5
                for line in lines)
 
 

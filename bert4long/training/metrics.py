@@ -2,8 +2,12 @@
 baseline for classification; entity-level F1 (seqeval's chunk definition, BIO/IOBES) and token accuracy for token
 labelling. Pure Python on label names; `format_classification` / `format_tagging` print them as a small table.
 """
+import time
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+
+import keras
+import numpy as np
 
 
 def _ratio(numerator, denominator):
@@ -115,6 +119,49 @@ def tagging_scores(gold: Sequence[Sequence[str]], predicted: Sequence[Sequence[s
         "token_accuracy": _ratio(sum(a == b for g, p in zip(gold, predicted) for a, b in zip(g, p)), tokens),
         "per_type": per_type,
     }
+
+
+def scores_from_ids(predicted, gold, labels, weights=None, owner=None) -> dict:
+    """`classification_scores` of label ids ``[N]``, or (with token ``weights`` and window ``owner``, as
+    `bert4long.data.tagging.encode_tagged` gives them) `tagging_scores` of each document's tags ``[windows, len]``.
+
+    >>> scores_from_ids(np.array([0, 1]), np.array([0, 0]), ["a", "b"])["accuracy"]
+    0.5
+    """
+    predicted, gold = np.asarray(predicted), np.asarray(gold)
+    if weights is None:
+        return classification_scores([labels[i] for i in gold], [labels[i] for i in predicted], labels)
+    docs = range(int(owner.max()) + 1) if len(owner) else []
+    keep = np.asarray(weights) > 0
+    tags = [[[labels[i] for i in ids[owner == d][keep[owner == d]]] for d in docs] for ids in (gold, predicted)]
+    return tagging_scores(*tags)
+
+
+class EpochScores(keras.callbacks.Callback):
+    """Calls ``on_epoch(epoch, train_logs)`` after every ``steps_per_epoch`` training batches; the compiled metrics
+    restart at each epoch's start, so ``train_logs`` (loss, accuracy) are that epoch's, not a mean over the run.
+
+    ``start(step)`` tells it the global step the next ``fit`` starts from (a resumed run, a checkpoint interval).
+    """
+
+    def __init__(self, steps_per_epoch: int, on_epoch: Callable[[int, dict], None]):
+        super().__init__()
+        self.steps_per_epoch, self.on_epoch, self.step = max(1, int(steps_per_epoch)), on_epoch, 0
+        self.epoch_began = None
+
+    def start(self, step):
+        self.step = int(step)
+
+    def on_train_batch_end(self, batch, logs=None):
+        self.step += 1
+        if self.epoch_began is None:
+            self.epoch_began = time.perf_counter()
+        if self.step % self.steps_per_epoch == 0:
+            logs = {k: float(v) for k, v in (logs or {}).items()}
+            logs["seconds"] = time.perf_counter() - self.epoch_began
+            self.on_epoch(self.step // self.steps_per_epoch, logs)
+            self.model.reset_metrics()
+            self.epoch_began = time.perf_counter()
 
 
 def _table(header, rows):
