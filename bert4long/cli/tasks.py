@@ -29,6 +29,9 @@ from bert4long.outputs import atomic_write, write_text_atomically
 
 SETTINGS_FILE = "finetune.json"
 METRICS_FILE = "metrics.json"
+BEST_FILE = "best.weights.h5"
+DEFAULT_EPOCHS = 3
+SELECT_METRICS = {"classify": ("macro_f1", "accuracy"), "tokens": ("entity_f1", "token_accuracy")}
 GOLD_KEYS = {"classify": "label", "tokens": "tags"}
 PREDICTED_KEYS = {"classify": "predicted_label", "tokens": "predicted_tags"}
 MODEL_FILES = {"classify": "classifier.keras", "tokens": "tagger.keras"}
@@ -55,6 +58,14 @@ def add_finetune_arguments(parser):
                         help="Longformer: no global attention on the first token (default: global, the token the "
                              "classifier reads)")
     add_training_arguments(parser)
+    parser.set_defaults(steps=None)
+    parser.add_argument("--epochs", type=positive_int,
+                        help=f"passes over --train (default {DEFAULT_EPOCHS}); --steps instead counts batches")
+    parser.add_argument("--select-metric", choices=["macro_f1", "accuracy", "entity_f1", "token_accuracy"],
+                        help="--valid: the score whose best epoch's weights are kept as the final model (default "
+                             "macro_f1 for classify, entity_f1 for tokens)")
+    parser.add_argument("--early-stopping", type=positive_int, metavar="PATIENCE",
+                        help="--valid: stop after PATIENCE epochs without a better --select-metric")
     add_reading_arguments(parser)
 
 
@@ -129,8 +140,17 @@ def check_finetune_arguments(args):
         path = getattr(args, option)
         if path is not None and not os.path.isfile(path):
             raise FileNotFoundError(f"--{option} {path!r}: no such file; pass a .jsonl file")
-    if args.warmup_steps is not None and args.warmup_steps > args.steps:
+    if args.steps is not None and args.epochs is not None:
+        raise ValueError(f"--steps {args.steps} and --epochs {args.epochs} both say how long to train: give one")
+    if args.steps is not None and args.warmup_steps is not None and args.warmup_steps > args.steps:
         raise ValueError(f"--warmup-steps {args.warmup_steps} is more than --steps {args.steps}")
+    metric = args.select_metric or SELECT_METRICS[args.task][0]
+    if metric not in SELECT_METRICS[args.task]:
+        raise ValueError(f"--select-metric {metric} is not a score of --task {args.task}: use one of "
+                         f"{', '.join(SELECT_METRICS[args.task])}")
+    args.select_metric = metric
+    if args.early_stopping and not args.valid:
+        raise ValueError("--early-stopping needs --valid (the scores it watches)")
     check_model_options(args, max_position_of(args))
 
 
@@ -163,6 +183,12 @@ def run_finetune(args):
     read = _classification_data if args.task == "classify" else _tagging_data
     x, y, weights, labels, _ = read(args, tokenizer, args.train)
     valid = read(args, tokenizer, args.valid, labels) if args.valid else None  # checked before training
+    steps_per_epoch = max(1, len(x) // args.batch_size)
+    if args.steps is None:
+        args.steps = (args.epochs or DEFAULT_EPOCHS) * steps_per_epoch
+        if args.warmup_steps is not None and args.warmup_steps > args.steps:
+            raise ValueError(f"--warmup-steps {args.warmup_steps} is more than the {args.steps} steps of the run")
+    print(f"{len(x)} training examples: {steps_per_epoch} steps an epoch, {args.steps} steps", flush=True)
     strategy = get_strategy(args.distribute)
     global_tokens = "auto" if args.global_cls else None
     with strategy.scope():
@@ -191,7 +217,7 @@ def run_finetune(args):
     if not args.global_cls:  # (recorded only when asked: runs from before the option resume unchanged)
         settings["global_cls"] = False
     record = MetricsRecord(model, valid, labels, args)
-    epochs = EpochScores(len(x) // args.batch_size, record.epoch_done)
+    epochs = EpochScores(steps_per_epoch, record.epoch_done)
     summary = fit_resumable(model, batches, args.steps, args.out, settings, save_every=args.save_every,
                             verbose=0 if args.quiet else "auto", accept_changes=args.accept_changes,
                             on_save=saved_line, callbacks=[epochs])
@@ -232,8 +258,20 @@ class MetricsRecord:
             entry["valid"] = scores = self.scores()
             line += "; valid " + _headline(scores)
         self.record["epochs"] = [e for e in self.record["epochs"] if e["epoch"] < epoch] + [entry]
+        best = self.best_epoch()
+        if best is not None and best["epoch"] == epoch:
+            atomic_write(os.path.join(self.args.out, BEST_FILE), self.model.save_weights, suffix=".weights.h5")
+            line += f" (best {self.args.select_metric} so far)"
+        elif best is not None and self.args.early_stopping and epoch - best["epoch"] >= self.args.early_stopping:
+            line += f"; no better {self.args.select_metric} for {epoch - best['epoch']} epochs: early stop"
+            self.model.stop_training = True
         print(line, flush=True)
         self._write()
+
+    def best_epoch(self):
+        """The scored epoch with the highest --select-metric (the first of equals), or None."""
+        scored = [e for e in self.record["epochs"] if "valid" in e]
+        return max(reversed(scored), key=lambda e: e["valid"][self.args.select_metric]) if scored else None
 
     def finish(self, summary):
         """Summary rows; scores ``valid`` once more with the final weights."""
@@ -242,12 +280,26 @@ class MetricsRecord:
         last = self.record["epochs"][-1]["train"] if self.record["epochs"] else summary["logs"]
         rows = [("train accuracy (last epoch)", f"{last.get('accuracy', float('nan')):.1%}")]
         if self.valid is not None:
+            self.restore_best()
             self.record["final"] = scores = self.scores()
             text = format_classification(scores) if "macro_f1" in scores else format_tagging(scores)
             print("\nvalidation (final weights)\n" + text, flush=True)
             rows.append(("validation", _headline(scores)))
         self._write()
         return [*rows, ("metrics", self.path)]
+
+    def restore_best(self):
+        """Load the best epoch's weights when it beats the last weights on --select-metric."""
+        best, metric = self.best_epoch(), self.args.select_metric
+        path = os.path.join(self.args.out, BEST_FILE)
+        if best is None or not os.path.isfile(path):
+            return
+        last = self.scores()[metric]
+        if best["valid"][metric] > last:
+            self.model.load_weights(path)
+            print(f"kept epoch {best['epoch']}'s weights: {metric} {best['valid'][metric]:.3f} (the last weights: "
+                  f"{last:.3f})", flush=True)
+            self.record["selected_epoch"] = best["epoch"]
 
     def _write(self):
         write_text_atomically(self.path, json.dumps(self.record, indent=2))
