@@ -176,8 +176,12 @@ def test_export_run_serves_the_fine_tuned_classifier_on_raw_text(tiny_bert, tmp_
     expected = [json.loads(line)["probabilities"] for line in (tmp_path / "out.jsonl").read_text().splitlines()]
     assert main(["export", "--run", run, "--raw-text", "--out", str(tmp_path / "served")]) == 0
     serve = tf.saved_model.load(str(tmp_path / "served")).signatures["serving_default"]
-    probabilities = tf.nn.softmax(serve(texts=tf.constant(texts))["logits"]).numpy()
+    served = serve(texts=tf.constant(texts))
+    probabilities = tf.nn.softmax(served["logits"]).numpy()
     np.testing.assert_allclose(probabilities, [[p["a"], p["b"]] for p in expected], atol=1e-5)
+    np.testing.assert_allclose(served["probabilities"].numpy(), probabilities, atol=1e-6)
+    assert [name.decode() for name in served["label"].numpy()] == [max(p, key=p.get) for p in expected]
+    assert "probabilities, label" in capsys.readouterr().out
     assert main(["export", "--run", run, "--checkpoint", checkpoint, "--out", str(tmp_path / "both")]) == 1
     assert "one source" in capsys.readouterr().err
 
