@@ -265,7 +265,7 @@ class MetricsRecord:
         elif best is not None and self.args.early_stopping and epoch - best["epoch"] >= self.args.early_stopping:
             line += f"; no better {self.args.select_metric} for {epoch - best['epoch']} epochs: early stop"
             self.model.stop_training = True
-        print(line, flush=True)
+        print(("" if self.args.quiet else "\n") + line, flush=True)   # (after a progress bar's line)
         self._write()
 
     def best_epoch(self):

@@ -147,10 +147,15 @@ class EpochScores(keras.callbacks.Callback):
     def __init__(self, steps_per_epoch: int, on_epoch: Callable[[int, dict], None]):
         super().__init__()
         self.steps_per_epoch, self.on_epoch, self.step = max(1, int(steps_per_epoch)), on_epoch, 0
-        self.epoch_began = None
+        self.epoch_began, self.restart = None, False
 
     def start(self, step):
         self.step = int(step)
+
+    def on_train_batch_begin(self, batch, logs=None):
+        if self.restart:  # (not at the epoch's last batch: Keras's end-of-fit logs read the metrics again)
+            self.model.reset_metrics()
+            self.restart = False
 
     def on_train_batch_end(self, batch, logs=None):
         self.step += 1
@@ -160,7 +165,7 @@ class EpochScores(keras.callbacks.Callback):
             logs = {k: float(v) for k, v in (logs or {}).items()}
             logs["seconds"] = time.perf_counter() - self.epoch_began
             self.on_epoch(self.step // self.steps_per_epoch, logs)
-            self.model.reset_metrics()
+            self.restart = True
             self.epoch_began = time.perf_counter()
 
 
