@@ -26,7 +26,7 @@ setup(
     install_requires=REQUIREMENTS,
     extras_require={
         "test": ["pytest>=7", "hypothesis>=6", "ruff==0.17.*", "torch==2.13.0", "transformers==5.23.*",
-                 "scikit-learn>=1.3"],  # the TF-IDF baseline of benchmarks/classification_study.py
+                 "scikit-learn>=1.3", "seqeval>=1.2"],  # scikit-learn: the TF-IDF baseline and metrics' reference
         "benchmarks": ["matplotlib>=3.7", "scikit-learn>=1.3"],
     },
     entry_points={"console_scripts": ["bert4long=bert4long_command:main"]},

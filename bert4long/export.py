@@ -15,6 +15,7 @@ than ``max_length``, or with an id outside the model's tables fails with
 """
 import os
 import re
+from collections.abc import Sequence
 
 import keras
 import tensorflow as tf
@@ -109,6 +110,22 @@ def _token_ids_server(model, input_names, names, max_length):
     return serve
 
 
+def _with_label_names(serve, label_names):
+    """``serve`` whose ``logits`` also come as ``probabilities`` (softmax) and names: ``label`` (a string per
+    document, rank-2 logits) or ``tags`` (a string per token, rank-3 logits of a token labeller)."""
+    names = tf.constant([str(name) for name in label_names])
+
+    def serve_with_names(*args):
+        outputs = dict(serve(*args))
+        logits = outputs["logits"]
+        outputs["probabilities"] = tf.nn.softmax(logits, axis=-1)
+        key = "label" if logits.shape.rank == 2 else "tags"
+        outputs[key] = tf.gather(names, tf.argmax(logits, axis=-1, output_type=tf.int32))
+        return outputs
+
+    return serve_with_names
+
+
 def export_saved_model(
     model: keras.Model,
     export_dir: str | os.PathLike,
@@ -122,6 +139,7 @@ def export_saved_model(
     chunk_overlap: int = 0,
     pool: str = "mean",
     max_chunks: int = 16,
+    label_names: Sequence[str] | None = None,
 ) -> list[str]:
     """Write ``model`` as a SavedModel with an int32 ``serving_default`` signature (or a raw-text one).
 
@@ -141,6 +159,9 @@ def export_saved_model(
     see `bert4long.text_serving` for its outputs. The int32 signature is then
     ``serve_token_ids``. The SavedModel still needs TensorFlow only.
 
+    ``label_names`` (a classifier's or token labeller's, index = class id) adds ``probabilities`` and the
+    predicted names, ``label`` (string ``[batch]``) or ``tags`` (string ``[batch, length]``), beside ``logits``.
+
     Example:
     >>> from bert4long.models import build_transformer_model
     >>> from bert4long.export import export_saved_model
@@ -158,11 +179,14 @@ def export_saved_model(
     if raw_text:
         seq_len = _raw_text_seq_len(max_length, seq_len, tokenizer, strategy, head_len, chunk_overlap, pool, max_chunks)
     serve = _token_ids_server(model, input_names, names, max_length)
+    if label_names is not None and "logits" not in names:
+        raise ValueError(f"label_names need a model with logits; this one gives {names}")
     signature = [tf.TensorSpec([None, None], tf.int32, name=name) for name in ("token_ids", "segment_ids")]
     if "Input-Attention-Mask" in input_names:
         signature.append(tf.TensorSpec([None, None], tf.int32, name="attention_mask"))
     archive = keras.export.ExportArchive()
     archive.track(model)
+    serve_ids = serve if label_names is None else _with_label_names(serve, label_names)
     if raw_text:
         ranks = {name: len(shape) for name, shape in zip(names, [tuple(t.shape) for t in model.outputs])}
         serve_text, graph_tokenizer = raw_text_serving(
@@ -170,11 +194,15 @@ def export_saved_model(
             attention_mask_input="Input-Attention-Mask" in input_names)
         for table in graph_tokenizer.tables:
             archive.track(table)
+        if label_names is not None:
+            serve_text = _with_label_names(serve_text, label_names)
         archive.add_endpoint("serving_default", tf.function(
             serve_text, input_signature=[tf.TensorSpec([None], tf.string, name="texts")]))
-        archive.add_endpoint("serve_token_ids", tf.function(serve, input_signature=signature))
+        archive.add_endpoint("serve_token_ids", tf.function(serve_ids, input_signature=signature))
     else:
-        archive.add_endpoint("serving_default", tf.function(serve, input_signature=signature))
+        archive.add_endpoint("serving_default", tf.function(serve_ids, input_signature=signature))
     with OutputFolder(export_dir, "export", overwrite=overwrite) as staging:
         archive.write_out(staging, verbose=False)
-    return names
+    if label_names is None:
+        return names
+    return [*names, "probabilities", "label" if len(model.outputs[0].shape) == 2 else "tags"]

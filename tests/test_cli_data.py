@@ -127,7 +127,22 @@ def test_finetune_integer_labels_then_predict(tiny_bert, tmp_path, capsys):
     assert main(["finetune", "--checkpoint", checkpoint, "--train", str(train), "--valid", str(train),
                  "--labels", str(tmp_path / "labels.txt"), "--seq-len", "16", "--batch-size", "4", "--steps", "2",
                  "--save-every", "2", "--out", str(tmp_path / "run"), "--no-xla", "--quiet"]) == 0
-    assert "validation accuracy" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "epoch 2: train loss" in out and "macro-F1" in out and "majority baseline" in out
+    record = json.loads((tmp_path / "run" / "metrics.json").read_text())
+    assert [e["epoch"] for e in record["epochs"]] == [1, 2]   # 6 documents in batches of 4: an epoch is 1 step
+    assert set(record["epochs"][0]["valid"]["per_class"]) == {"0", "1"}
+    assert main(["predict", "--run", str(tmp_path / "run"), "--input", str(train), "--output",
+                 str(tmp_path / "scored.jsonl"), "--metrics", str(tmp_path / "scores.json"), "--quiet"]) == 0
+    rows = [json.loads(line) for line in (tmp_path / "scored.jsonl").read_text().splitlines()]
+    assert [row["label"] for row in rows] == [str(i % 2) for i in range(6)]   # the gold label kept beside
+    gold, predicted = [row["label"] for row in rows], [row["predicted_label"] for row in rows]
+    metrics = pytest.importorskip("sklearn.metrics")
+    scores = json.loads((tmp_path / "scores.json").read_text())
+    assert scores["macro_f1"] == pytest.approx(metrics.f1_score(gold, predicted, average="macro", labels=["0", "1"],
+                                                                zero_division=0))
+    assert scores["confusion"] == record["final"]["confusion"]   # the same weights, the same documents
+    assert scores["macro_f1"] == pytest.approx(record["final"]["macro_f1"])
     docs = tmp_path / "docs"
     docs.mkdir()
     for i in range(3):
@@ -136,8 +151,8 @@ def test_finetune_integer_labels_then_predict(tiny_bert, tmp_path, capsys):
                  "--output", str(tmp_path / "out.jsonl"), "--batch-size", "2"]) == 0
     lines = [json.loads(line) for line in (tmp_path / "out.jsonl").read_text().splitlines()]
     assert [line["source"] for line in lines] == ["d0.txt", "d1.txt", "d2.txt"]
-    assert all(line["label"] in ("0", "1") and abs(sum(line["probabilities"].values()) - 1) < 1e-5
-               for line in lines)
+    assert all(line["predicted_label"] in ("0", "1") and "label" not in line
+               and abs(sum(line["probabilities"].values()) - 1) < 1e-5 for line in lines)
 
 
 def test_export_run_serves_the_fine_tuned_classifier_on_raw_text(tiny_bert, tmp_path, capsys):
@@ -161,7 +176,49 @@ def test_export_run_serves_the_fine_tuned_classifier_on_raw_text(tiny_bert, tmp_
     expected = [json.loads(line)["probabilities"] for line in (tmp_path / "out.jsonl").read_text().splitlines()]
     assert main(["export", "--run", run, "--raw-text", "--out", str(tmp_path / "served")]) == 0
     serve = tf.saved_model.load(str(tmp_path / "served")).signatures["serving_default"]
-    probabilities = tf.nn.softmax(serve(texts=tf.constant(texts))["logits"]).numpy()
+    served = serve(texts=tf.constant(texts))
+    probabilities = tf.nn.softmax(served["logits"]).numpy()
     np.testing.assert_allclose(probabilities, [[p["a"], p["b"]] for p in expected], atol=1e-5)
+    np.testing.assert_allclose(served["probabilities"].numpy(), probabilities, atol=1e-6)
+    assert [name.decode() for name in served["label"].numpy()] == [max(p, key=p.get) for p in expected]
+    assert "probabilities, label" in capsys.readouterr().out
     assert main(["export", "--run", run, "--checkpoint", checkpoint, "--out", str(tmp_path / "both")]) == 1
     assert "one source" in capsys.readouterr().err
+
+
+def test_finetune_epochs_keep_the_best_epoch_and_stop_early(tiny_bert, tmp_path, capsys, monkeypatch):
+    """--epochs counts passes over --train; the weights of the epoch with the best --select-metric are the final
+    model (scores scripted here: epoch 1 is best), and --early-stopping 2 ends the run two epochs later."""
+    import keras
+
+    from bert4long.cli import main, tasks
+
+    _, checkpoint, _ = tiny_bert
+    train = tmp_path / "train.jsonl"
+    train.write_text("".join(json.dumps({"text": f"w{i} w{i + 1} w3", "label": "ab"[i % 2]}) + "\n"
+                             for i in range(6)))
+    scripted = iter([0.9, 0.5, 0.4, 0.4, 0.3])   # epochs 1-3, then the last weights, then the restored ones
+
+    def scores(self):
+        from bert4long.training.metrics import classification_scores
+
+        return {**classification_scores(["a", "b"], ["a", "a"], ["a", "b"]), "macro_f1": next(scripted)}
+
+    monkeypatch.setattr(tasks.MetricsRecord, "scores", scores)
+    base = ["finetune", "--checkpoint", checkpoint, "--train", str(train), "--seq-len", "8", "--batch-size", "2",
+            "--no-xla", "--quiet", "--learning-rate", "1e-2"]
+    assert main([*base, "--steps", "4", "--epochs", "2", "--out", str(tmp_path / "x")]) == 1
+    assert "both say how long to train" in capsys.readouterr().err
+    assert main([*base, "--early-stopping", "2", "--out", str(tmp_path / "x")]) == 1
+    assert "--early-stopping needs --valid" in capsys.readouterr().err
+    run = tmp_path / "run"
+    assert main([*base, "--valid", str(train), "--epochs", "5", "--early-stopping", "2", "--out", str(run)]) == 0
+    out = capsys.readouterr().out
+    assert "3 steps an epoch, 15 steps" in out and "early stop" in out and "kept epoch 1's weights" in out
+    record = json.loads((run / "metrics.json").read_text())
+    assert [e["epoch"] for e in record["epochs"]] == [1, 2, 3] and record["selected_epoch"] == 1
+    final = keras.models.load_model(str(run / "classifier.keras"))
+    best = keras.models.load_model(str(run / "classifier.keras"))
+    best.load_weights(str(run / "best.weights.h5"))
+    for a, b in zip(final.weights, best.weights):   # (two more epochs at 1e-2 moved the weights away from these)
+        np.testing.assert_array_equal(a.numpy(), b.numpy())

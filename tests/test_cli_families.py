@@ -183,7 +183,7 @@ def test_longformer_finetune_global_cls_predict_export_info(folders, data, tmp_p
     run(["predict", "--run", str(tmp_path / "global"), "--input", data["train"], "--output", str(predictions),
          "--quiet"], capsys)
     rows = [json.loads(line) for line in predictions.read_text().splitlines()]
-    assert len(rows) == 6 and {row["label"] for row in rows} <= {"city", "other"}
+    assert len(rows) == 6 and {row["predicted_label"] for row in rows} <= {"city", "other"}
     embeddings = tmp_path / "embeddings.jsonl"
     run(["predict", "--checkpoint", folder, "--input", data["train"], "--output", str(embeddings), "--seq-len", "16",
          "--quiet"], capsys)
@@ -199,10 +199,11 @@ def test_longformer_finetune_global_cls_predict_export_info(folders, data, tmp_p
     tagger = keras.models.load_model(str(tmp_path / "tagger" / "tagger.keras"))
     assert tagger.get_layer("Global-Attention-Mask").positions == [0]
     tags = tmp_path / "tags.jsonl"
-    run(["predict", "--run", str(tmp_path / "tagger"), "--input", str(data["tagged"]), "--output", str(tags),
-         "--quiet"], capsys)
+    out, _ = run(["predict", "--run", str(tmp_path / "tagger"), "--input", str(data["tagged"]), "--output",
+                  str(tags), "--quiet"], capsys)
     first = json.loads(tags.read_text().splitlines()[0])
-    assert len(first["tags"]) == len(first["tokens"]) == 4
+    assert len(first["predicted_tags"]) == len(first["tags"]) == len(first["tokens"]) == 4
+    assert "entity F1" in out and "token accuracy" in out   # labelled input: scored
 
     served = tmp_path / "served"
     out, _ = run(["export", "--checkpoint", folder, "--out", str(served)], capsys)

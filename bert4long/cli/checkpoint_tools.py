@@ -69,8 +69,9 @@ def run_export(args):
     if (args.run is None) == (args.checkpoint is None):
         raise ValueError("export needs one source: --checkpoint (an encoder) or --run (the --out folder of "
                          "`bert4long finetune`)")
+    label_names = None
     if args.run is not None:
-        model = _fine_tuned_model(args)
+        model, label_names = _fine_tuned_model(args)
     else:
         model = _encoder_to_export(args)
     if args.raw_text:
@@ -83,7 +84,8 @@ def run_export(args):
                    "max_chunks": args.max_chunks}
     else:
         options = {}
-    names = export_saved_model(model, args.out, max_length=args.max_length, overwrite=args.overwrite, **options)
+    names = export_saved_model(model, args.out, max_length=args.max_length, overwrite=args.overwrite,
+                               label_names=label_names, **options)
     print(f"SavedModel written to {os.path.abspath(args.out)}; serving_default outputs: {', '.join(names)}")
     if args.raw_text:
         print(f"serving_default takes texts (string [batch]), {'un' if args.lower_case else ''}cased WordPiece, "
@@ -99,7 +101,8 @@ def _refuse_raw_text_for(folder):
 
 
 def _fine_tuned_model(args):
-    """The model `bert4long finetune` saved in --run; for --raw-text, its WordPiece vocab, casing and length."""
+    """``(model, label names)`` `bert4long finetune` saved in --run; for --raw-text, its WordPiece vocab, casing
+    and length."""
     import keras
 
     import bert4long  # noqa: F401  (registers the classes the saved model names)
@@ -117,7 +120,7 @@ def _fine_tuned_model(args):
         args.vocab, args.seq_len = vocab, settings["seq_len"]
         if args.lower_case is None:
             args.lower_case = settings["lower_case"]
-    return model
+    return model, settings["labels"]
 
 
 def _encoder_to_export(args):

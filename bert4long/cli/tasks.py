@@ -28,6 +28,12 @@ from bert4long.cli.run_folder import copy_tokenizer, print_summary, run_settings
 from bert4long.outputs import atomic_write, write_text_atomically
 
 SETTINGS_FILE = "finetune.json"
+METRICS_FILE = "metrics.json"
+BEST_FILE = "best.weights.h5"
+DEFAULT_EPOCHS = 3
+SELECT_METRICS = {"classify": ("macro_f1", "accuracy"), "tokens": ("entity_f1", "token_accuracy")}
+GOLD_KEYS = {"classify": "label", "tokens": "tags"}
+PREDICTED_KEYS = {"classify": "predicted_label", "tokens": "predicted_tags"}
 MODEL_FILES = {"classify": "classifier.keras", "tokens": "tagger.keras"}
 
 
@@ -52,6 +58,14 @@ def add_finetune_arguments(parser):
                         help="Longformer: no global attention on the first token (default: global, the token the "
                              "classifier reads)")
     add_training_arguments(parser)
+    parser.set_defaults(steps=None)
+    parser.add_argument("--epochs", type=positive_int,
+                        help=f"passes over --train (default {DEFAULT_EPOCHS}); --steps instead counts batches")
+    parser.add_argument("--select-metric", choices=["macro_f1", "accuracy", "entity_f1", "token_accuracy"],
+                        help="--valid: the score whose best epoch's weights are kept as the final model (default "
+                             "macro_f1 for classify, entity_f1 for tokens)")
+    parser.add_argument("--early-stopping", type=positive_int, metavar="PATIENCE",
+                        help="--valid: stop after PATIENCE epochs without a better --select-metric")
     add_reading_arguments(parser)
 
 
@@ -96,7 +110,7 @@ def _documents_as_rows(tokenizer, token_ids, args):
 
 
 def _classification_data(args, tokenizer, path, labels=None):
-    """``(x, y, None, labels)`` for a labelled .jsonl; labels are checked here, naming file:line."""
+    """``(x, y, None, labels, None)`` for a labelled .jsonl; labels are checked here, naming file:line."""
     from bert4long.data.corpus import load_corpus
     from bert4long.data.pipeline import label_ids
 
@@ -108,17 +122,17 @@ def _classification_data(args, tokenizer, path, labels=None):
         raise ValueError(f"{os.path.join(os.path.dirname(os.path.abspath(path)), str(error))}; each line must be "
                          '{"text": "...", "label": ...}' + (f" (labels file: {args.labels})" if args.labels else "")
                          ) from None
-    return _documents_as_rows(tokenizer, corpus.token_ids, args), y, None, labels
+    return _documents_as_rows(tokenizer, corpus.token_ids, args), y, None, labels, None
 
 
 def _tagging_data(args, tokenizer, path, labels=None):
-    """``(x, y, weights, labels)`` for a token-labelling .jsonl; tags are checked here, naming file:line."""
+    """``(x, y, weights, labels, owner)`` for a token-labelling .jsonl; tags are checked here, naming file:line."""
     from bert4long.data.tagging import encode_tagged, read_tagged
 
     words, tags, sources = read_tagged(path)
     labels = labels or _label_list(args.labels, [t for doc in tags for t in doc])
-    x, y, weights, _ = encode_tagged(tokenizer, words, tags, labels, args.seq_len, sources)
-    return x, y, weights, labels
+    x, y, weights, owner = encode_tagged(tokenizer, words, tags, labels, args.seq_len, sources)
+    return x, y, weights, labels, owner
 
 
 def check_finetune_arguments(args):
@@ -130,8 +144,17 @@ def check_finetune_arguments(args):
         path = getattr(args, option)
         if path is not None and not os.path.isfile(path):
             raise FileNotFoundError(f"--{option} {path!r}: no such file; pass a .jsonl file")
-    if args.warmup_steps is not None and args.warmup_steps > args.steps:
+    if args.steps is not None and args.epochs is not None:
+        raise ValueError(f"--steps {args.steps} and --epochs {args.epochs} both say how long to train: give one")
+    if args.steps is not None and args.warmup_steps is not None and args.warmup_steps > args.steps:
         raise ValueError(f"--warmup-steps {args.warmup_steps} is more than --steps {args.steps}")
+    metric = args.select_metric or SELECT_METRICS[args.task][0]
+    if metric not in SELECT_METRICS[args.task]:
+        raise ValueError(f"--select-metric {metric} is not a score of --task {args.task}: use one of "
+                         f"{', '.join(SELECT_METRICS[args.task])}")
+    args.select_metric = metric
+    if args.early_stopping and not args.valid:
+        raise ValueError("--early-stopping needs --valid (the scores it watches)")
     check_model_options(args, max_position_of(args))
 
 
@@ -155,14 +178,21 @@ def run_finetune(args):
         fit_resumable,
         make_optimizer,
     )
+    from bert4long.training.metrics import EpochScores
 
     check_finetune_arguments(args)
     keras.utils.set_random_seed(args.seed)
     tokenizer = tokenizer_for(args)
     print(describe_tokenizer(tokenizer, args), flush=True)
     read = _classification_data if args.task == "classify" else _tagging_data
-    x, y, weights, labels = read(args, tokenizer, args.train)
+    x, y, weights, labels, _ = read(args, tokenizer, args.train)
     valid = read(args, tokenizer, args.valid, labels) if args.valid else None  # checked before training
+    steps_per_epoch = max(1, len(x) // args.batch_size)
+    if args.steps is None:
+        args.steps = (args.epochs or DEFAULT_EPOCHS) * steps_per_epoch
+        if args.warmup_steps is not None and args.warmup_steps > args.steps:
+            raise ValueError(f"--warmup-steps {args.warmup_steps} is more than the {args.steps} steps of the run")
+    print(f"{len(x)} training examples: {steps_per_epoch} steps an epoch, {args.steps} steps", flush=True)
     strategy = get_strategy(args.distribute)
     global_tokens = "auto" if args.global_cls else None
     with strategy.scope():
@@ -181,6 +211,7 @@ def run_finetune(args):
             ids, *target = (tf.gather(t, row) for t in tables)
             return (model_inputs(model, ids), *target)
 
+        epochs.start(start)
         order = example_order(len(x), args.seed, start * args.batch_size)
         return order.map(example).batch(args.batch_size, drop_remainder=True).prefetch(tf.data.AUTOTUNE)
 
@@ -189,17 +220,13 @@ def run_finetune(args):
                 "model": model_kwargs(args), **run_settings(args, "train", x, y)}
     if not args.global_cls:  # (recorded only when asked: runs from before the option resume unchanged)
         settings["global_cls"] = False
+    record = MetricsRecord(model, valid, labels, args)
+    epochs = EpochScores(steps_per_epoch, record.epoch_done)
     start_writing(args)
     summary = fit_resumable(model, batches, args.steps, args.out, settings, save_every=args.save_every,
                             verbose=0 if args.quiet else "auto", accept_changes=args.accept_changes,
-                            on_save=saved_line)
-    rows = [("steps", f"{summary['start_step']} -> {summary['steps']}"),
-            ("final train accuracy", f"{summary['logs'].get('accuracy', float('nan')):.1%}")]
-    if valid is not None:
-        vx, vy, vw, _ = valid
-        result = model.evaluate(model_inputs(model, vx), vy, sample_weight=vw, batch_size=args.batch_size, verbose=0,
-                                return_dict=True)
-        rows.append(("validation accuracy", f"{result['accuracy']:.1%}"))
+                            on_save=saved_line, callbacks=[epochs])
+    rows = [("steps", f"{summary['start_step']} -> {summary['steps']}"), *record.finish(summary)]
     path = os.path.join(args.out, MODEL_FILES[args.task])
     atomic_write(path, model.save, suffix=".keras")
     tokenizer_names = copy_tokenizer(args, args.out)
@@ -209,12 +236,94 @@ def run_finetune(args):
     print_summary(rows)
 
 
+class MetricsRecord:
+    """The scores of ``valid`` (a reader's tuple, or None) after every epoch and at the end, printed as a table and
+    written to ``metrics.json`` in the run folder (the epochs of an earlier, resumed run are kept)."""
+
+    def __init__(self, model, valid, labels, args):
+        self.model, self.valid, self.labels, self.args = model, valid, labels, args
+        self.path = os.path.join(args.out, METRICS_FILE)
+        self.record = {"task": args.task, "epochs": [], "final": None}
+        if os.path.isfile(self.path):
+            with open(self.path, encoding="utf-8") as f:
+                self.record["epochs"] = json.load(f).get("epochs", [])
+
+    def scores(self):
+        from bert4long.training.metrics import scores_from_ids
+
+        vx, vy, vw, _, owner = self.valid
+        logits = self.model.predict(model_inputs(self.model, vx), batch_size=self.args.batch_size, verbose=0)
+        return scores_from_ids(logits.argmax(-1), vy, self.labels, vw, owner)
+
+    def epoch_done(self, epoch, train_logs):
+        entry = {"epoch": epoch, "train": train_logs}
+        line = (f"epoch {epoch}: train loss {train_logs.get('loss', float('nan')):.4f}, accuracy "
+                f"{train_logs.get('accuracy', float('nan')):.1%} ({train_logs['seconds']:.0f} s)")
+        if self.valid is not None:
+            entry["valid"] = scores = self.scores()
+            line += "; valid " + _headline(scores)
+        self.record["epochs"] = [e for e in self.record["epochs"] if e["epoch"] < epoch] + [entry]
+        best = self.best_epoch()
+        if best is not None and best["epoch"] == epoch:
+            atomic_write(os.path.join(self.args.out, BEST_FILE), self.model.save_weights, suffix=".weights.h5")
+            line += f" (best {self.args.select_metric} so far)"
+        elif best is not None and self.args.early_stopping and epoch - best["epoch"] >= self.args.early_stopping:
+            line += f"; no better {self.args.select_metric} for {epoch - best['epoch']} epochs: early stop"
+            self.model.stop_training = True
+        print(("" if self.args.quiet else "\n") + line, flush=True)   # (after a progress bar's line)
+        self._write()
+
+    def best_epoch(self):
+        """The scored epoch with the highest --select-metric (the first of equals), or None."""
+        scored = [e for e in self.record["epochs"] if "valid" in e]
+        return max(reversed(scored), key=lambda e: e["valid"][self.args.select_metric]) if scored else None
+
+    def finish(self, summary):
+        """Summary rows; scores ``valid`` once more with the final weights."""
+        from bert4long.training.metrics import format_classification, format_tagging
+
+        last = self.record["epochs"][-1]["train"] if self.record["epochs"] else summary["logs"]
+        rows = [("train accuracy (last epoch)", f"{last.get('accuracy', float('nan')):.1%}")]
+        if self.valid is not None:
+            self.restore_best()
+            self.record["final"] = scores = self.scores()
+            text = format_classification(scores) if "macro_f1" in scores else format_tagging(scores)
+            print("\nvalidation (final weights)\n" + text, flush=True)
+            rows.append(("validation", _headline(scores)))
+        self._write()
+        return [*rows, ("metrics", self.path)]
+
+    def restore_best(self):
+        """Load the best epoch's weights when it beats the last weights on --select-metric."""
+        best, metric = self.best_epoch(), self.args.select_metric
+        path = os.path.join(self.args.out, BEST_FILE)
+        if best is None or not os.path.isfile(path):
+            return
+        last = self.scores()[metric]
+        if best["valid"][metric] > last:
+            self.model.load_weights(path)
+            print(f"kept epoch {best['epoch']}'s weights: {metric} {best['valid'][metric]:.3f} (the last weights: "
+                  f"{last:.3f})", flush=True)
+            self.record["selected_epoch"] = best["epoch"]
+
+    def _write(self):
+        write_text_atomically(self.path, json.dumps(self.record, indent=2))
+
+
+def _headline(scores):
+    if "macro_f1" in scores:
+        return f"macro-F1 {scores['macro_f1']:.3f}, accuracy {scores['accuracy']:.1%}"
+    return f"entity F1 {scores['entity_f1']:.3f}, token accuracy {scores['token_accuracy']:.1%}"
+
+
 def add_predict_arguments(parser):
     parser.description = (
         "Run a fine-tuned model (--run: the --out folder of `bert4long finetune`) or an encoder (--checkpoint: "
         "one embedding per document, the mean of its token states over every window) over a folder of text "
         "files or a .jsonl ('text' per line; 'tokens' per line for a token labeller) and write one JSON line "
-        "per document to --output.")
+        "per document to --output (a prediction under 'predicted_label' or 'predicted_tags'). On labelled input "
+        "(a 'label', or 'tags', on every line) it also prints the scores: accuracy, macro-F1, per-class "
+        "precision/recall/F1, confusion matrix, majority baseline; entity F1 and token accuracy for tags.")
     source = parser.add_mutually_exclusive_group(required=True)
     source.add_argument("--run", help="folder written by `bert4long finetune` (model, finetune.json, tokenizer)")
     source.add_argument("--checkpoint", help="encoder checkpoint (prefix or Hugging Face folder): embeddings")
@@ -231,11 +340,14 @@ def add_predict_arguments(parser):
                              "a --run uses its own")
     parser.add_argument("--batch-size", type=positive_int, default=8, help="documents per batch (default 8)")
     add_reading_arguments(parser)
+    parser.add_argument("--metrics", help="labelled input only: also write the scores (printed as a table) to this "
+                                          ".json file")
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
 
 
 def _read_inputs(args, task):
-    """``(items, sources)``: texts, or word lists for a token labeller; refuses input with no text."""
+    """``(items, gold, sources)``: texts, or word lists for a token labeller; ``gold`` the labels (tags) when every
+    document has one, else None; refuses input with no text."""
     from bert4long.data.corpus import read_documents
     from bert4long.data.tagging import read_tagged
 
@@ -243,13 +355,14 @@ def _read_inputs(args, task):
         raise FileNotFoundError(f"--input {args.input!r}: no such file or folder; pass a folder of text files or a "
                                 ".jsonl file")
     if task == "tokens":
-        words, _, sources = read_tagged(args.input, require_tags=False)
-        return words, sources
-    texts, _, sources, skipped = read_documents(args.input, errors=args.errors)
+        words, tags, sources = read_tagged(args.input, require_tags=False)
+        return words, (tags if all(t is not None for t in tags) else None), sources
+    texts, labels, sources, skipped = read_documents(args.input, errors=args.errors)
     if not texts:
         raise ValueError(f"--input {args.input!r} holds no text files (skipped: {skipped}): add text files (one "
                          'document each) or pass a .jsonl with {"text": "..."} lines')
-    return texts, sources
+    gold = [str(label) for label in labels] if task == "classify" and None not in labels else None
+    return texts, gold, sources
 
 
 def read_run_settings(run, alternative):
@@ -283,7 +396,7 @@ def run_predict(args):
         if trained and args.seq_len > trained:
             raise ValueError(f"--seq-len {args.seq_len} is longer than the {trained} positions of --checkpoint: use "
                              f"--seq-len {trained} or less (a longer document is read in several windows)")
-    items, sources = _read_inputs(args, task)
+    items, gold, sources = _read_inputs(args, task)
     if args.run and not os.path.isfile(args.vocab):  # not WordPiece: the tokenizer files finetune copied there
         from bert4long.tokenizers import load_tokenizer
 
@@ -299,18 +412,48 @@ def run_predict(args):
     else:
         model = keras.models.load_model(os.path.join(args.run, MODEL_FILES[task]))
     progress = None if args.quiet else keras.utils.Progbar(len(items), unit_name="document")
+    predicted = []
+
     def write(tmp):   # (`atomic_write`'s temporary name holds this process's id: it cannot be an input)
         with open(tmp, "w", encoding="utf-8") as out:
             for start in range(0, len(items), args.batch_size):
                 batch = items[start:start + args.batch_size]
                 results = _predict_batch(model, tokenizer, batch, task, args, settings)
-                out.writelines(json.dumps({"source": source, **result}, ensure_ascii=False) + "\n"
-                               for source, result in zip(sources[start:], results))
+                given = [{GOLD_KEYS[task]: g} for g in gold[start:start + len(batch)]] if gold else [{}] * len(batch)
+                predicted.extend(r[PREDICTED_KEYS.get(task)] for r in results if task in PREDICTED_KEYS)
+                out.writelines(json.dumps({"source": source, **mine, **result}, ensure_ascii=False) + "\n"
+                               for source, mine, result in zip(sources[start:], given, results))
                 if progress is not None:
                     progress.add(len(batch))
 
     atomic_write(args.output, write)
     print(f"wrote {len(items)} result(s) to {args.output}", flush=True)
+    if gold and task in PREDICTED_KEYS:
+        _print_scores(gold, predicted, settings["labels"], task, args.metrics)
+
+
+def _print_scores(gold, predicted, labels, task, path):
+    """The scores of a labelled input: a table on stdout, the JSON in ``path`` (--metrics) when given."""
+    from bert4long.training.metrics import (
+        classification_scores,
+        format_classification,
+        format_tagging,
+        tagging_scores,
+    )
+
+    if task == "classify":
+        labels, predicted = [str(label) for label in labels], [str(label) for label in predicted]
+        unknown = sorted(set(gold) - set(labels))
+        if unknown:
+            raise ValueError(f"--input holds label(s) {unknown[:10]} the run was not trained on ({labels}): fix the "
+                             "labels, or drop the 'label' field to predict only")
+        scores = classification_scores(gold, predicted, labels)
+    else:
+        scores = tagging_scores(gold, predicted)
+    print(format_classification(scores) if task == "classify" else format_tagging(scores), flush=True)
+    if path:
+        write_text_atomically(path, json.dumps(scores, indent=2))
+        print(f"wrote the scores to {path}", flush=True)
 
 
 def _predict_batch(model, tokenizer, batch, task, args, settings):
@@ -325,7 +468,7 @@ def _predict_batch(model, tokenizer, batch, task, args, settings):
         probs = np.exp(logits - logits.max(-1, keepdims=True))
         probs /= probs.sum(-1, keepdims=True)
         labels = settings["labels"]
-        return [{"label": labels[int(p.argmax())], "probabilities": dict(zip(labels, p.round(6).tolist()))}
+        return [{"predicted_label": labels[int(p.argmax())], "probabilities": dict(zip(labels, p.round(6).tolist()))}
                 for p in probs]
     if task == "tokens":
         tags = settings["labels"]
@@ -333,7 +476,7 @@ def _predict_batch(model, tokenizer, batch, task, args, settings):
                                              args.seq_len)
         best = model.predict_on_batch(model_inputs(model, x)).argmax(-1)
         firsts = [best[owner == doc][weights[owner == doc] > 0] for doc in range(len(batch))]
-        return [{"tokens": words, "tags": [tags[int(t)] for t in first]} for words, first in zip(batch, firsts)]
+        return [{"tokens": words, "predicted_tags": [tags[int(t)] for t in first]} for words, first in zip(batch, firsts)]
     ids = tokenizer.encode_documents(batch)
     windows, _, owner = chunk_documents(ids, args.seq_len, cls_id=tokenizer.cls_id, sep_id=tokenizer.sep_id,
                                         pad_id=tokenizer.pad_id or 0)

@@ -182,10 +182,13 @@ def _fit_intervals(model, make_dataset, steps, run, save_every, tokens_per_step,
             )
         step += length
         logs = {k: float(v[-1]) for k, v in history.history.items()}
-        if save_every and (step % interval == 0 or step == steps):
+        early = bool(getattr(model, "stop_training", False))  # a callback (early stopping) ended the run
+        if save_every and (step % interval == 0 or step == steps or early):
             run.save(checkpoint, step, extra={"logs": logs})
             if on_save is not None:
                 on_save(step, run.directory)
+        if early:
+            break
     if stopper.received is not None:
         if save_every and run.latest_step() != step:
             run.save(checkpoint, step, extra={"logs": logs})
