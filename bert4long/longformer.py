@@ -13,7 +13,7 @@ from bert4long.hf_folder import (
     dense_weights,
     norm_weights,
 )
-from bert4long.layers import MultiHeadAttention
+from bert4long.layers import Add, MultiHeadAttention
 from bert4long.models import BERT
 
 
@@ -160,7 +160,7 @@ class Longformer(HuggingFaceFamily, BERT):
             embeddings_initializer=self.initializer,
             name="Embedding-Position",
         )(position_ids)
-        return keras.layers.Add(name="Embedding-Add-Position")([x, positions])
+        return Add(name="Embedding-Add-Position")([x, positions])
 
     def attention_layer(self, name):
         return MultiHeadAttention(

@@ -56,6 +56,7 @@ from bert4long.layers import (
 )
 from bert4long.layers.activations import get_activation
 from bert4long.layers.dropout import Recompute, SeededDropout, name_seed
+from bert4long.layers.nodes import Add
 from bert4long.layers.position_extension import PositionExtension
 from bert4long.masked_lm_model import MaskedLMModel
 from bert4long.model_registry import (  # noqa: F401 -- MODEL_CLASSES, family_model_class: bert4long.models names
@@ -262,7 +263,7 @@ class BERT(BERTCheckpointLayout, Transformer):
                 embeddings_initializer=self.initializer,
                 name="Embedding-Segment",
             )(self.input_named("Input-Segment"))
-            x = keras.layers.Add(name="Embedding-Token-Segment")([x, s])
+            x = Add(name="Embedding-Token-Segment")([x, s])
         x = self.apply_position_embeddings(x)
         x = self.layer_norm("Embedding-Norm")(x)
         x = self.dropout("Embedding-Dropout")(x)
@@ -290,12 +291,12 @@ class BERT(BERTCheckpointLayout, Transformer):
         residual = x
         x = self.reuse(attention_name, self.attention_layer)(self.attention_inputs(x))
         x = self.reuse(attention_name + "-Dropout", self.dropout)(x)
-        x = self.reuse(attention_name + "-Add", lambda n: keras.layers.Add(name=n))([residual, x])
+        x = self.reuse(attention_name + "-Add", lambda n: Add(name=n))([residual, x])
         x = self.reuse(attention_name + "-Norm", self.layer_norm)(x)
         residual = x
         x = self.reuse(feed_forward_name, self.feed_forward_layer)(x)
         x = self.reuse(feed_forward_name + "-Dropout", self.dropout)(x)
-        x = self.reuse(feed_forward_name + "-Add", lambda n: keras.layers.Add(name=n))([residual, x])
+        x = self.reuse(feed_forward_name + "-Add", lambda n: Add(name=n))([residual, x])
         return self.reuse(feed_forward_name + "-Norm", self.layer_norm)(x)
 
     def reuse(self, name, factory):

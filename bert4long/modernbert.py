@@ -40,7 +40,7 @@ from keras import ops
 from bert4long.attention import get_attention_kernel
 from bert4long.checkpoint_layout import to_checkpoint
 from bert4long.checkpoints import MissingCheckpointVariableError
-from bert4long.layers import BiasAdd, Embedding, FeedForward, GatherPositions
+from bert4long.layers import Add, BiasAdd, Embedding, FeedForward, GatherPositions
 from bert4long.layers.activations import get_activation
 from bert4long.layers.dropout import Recompute, SeededDropout, name_seed
 from bert4long.layers.positions import apply_rotary_half, check_even_dim
@@ -294,13 +294,13 @@ class ModernBERT(Transformer):
         h = x if index == 0 else self.norm(attention_name + "-Norm")(x)
         h = self.recomputed(attention)([h, self.key_mask])
         h = self.dropout(attention_name + "-Dropout", self.attention_dropout_rate)(h)
-        x = keras.layers.Add(name=attention_name + "-Add")([x, h])
+        x = Add(name=attention_name + "-Add")([x, h])
         feed_forward = FeedForward(self.intermediate_size, activation=self.hidden_act, use_bias=self.mlp_bias,
                                    gated=True, chunk_size=self.feed_forward_chunk_size,
                                    kernel_initializer=self.initializer, name=feed_forward_name)
         h = self.recomputed(feed_forward)(self.norm(feed_forward_name + "-Norm")(x))
         h = self.dropout(feed_forward_name + "-Dropout", self.mlp_dropout)(h)
-        return keras.layers.Add(name=feed_forward_name + "-Add")([x, h])
+        return Add(name=feed_forward_name + "-Add")([x, h])
 
     def apply_final_layers(self, x):
         x = self.norm("Output-Norm")(x)

@@ -311,8 +311,9 @@ def test_relation_extraction_with_conditional_layer_norm(tiny_bert):
     bert = build_transformer_model(config_path, checkpoint_path, return_keras_model=False)
     output = keras.layers.Dense(2, activation="sigmoid", kernel_initializer=bert.initializer)(bert.model.output)
     subject_preds = keras.layers.Lambda(lambda x: x**2)(output)
-    # bert4keras: output = bert.model.layers[-2].get_output_at(-1) (Keras 2 only; see docs/porting.md)
-    output = bert.model.output
+    subject_model = keras.models.Model(bert.model.inputs, subject_preds)
+    output = bert.model.layers[-2].get_output_at(-1)  # bert4keras's line: the last residual sum, before the norm
+    assert bert.model.layers[-2].name.endswith("-FeedForward-Add") and subject_model.outputs[0] is subject_preds
     subject = keras.layers.Lambda(extract_subject)([output, subject_ids])
     output = LayerNormalization(conditional=True)([output, subject])
     output = keras.layers.Dense(num_predicates * 2, activation="sigmoid", kernel_initializer=bert.initializer)(output)

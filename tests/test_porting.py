@@ -291,3 +291,33 @@ def test_model_saved_after_training_imports_loads_after_import_bert4long(tiny_be
     assert run.returncode == 0, run.stderr[-3000:]
     expected = model.predict([tokens, np.zeros_like(tokens)], verbose=0)
     np.testing.assert_allclose(np.load(tmp_path / "out.npy"), expected, atol=1e-5)
+
+
+def test_node_api_answers_keras_2_calls_on_a_shared_layer(tmp_path):
+    from bert4long.layers import Add
+
+    x, y = keras.Input((3,)), keras.Input((3,))
+    add = Add(name="shared-sum")
+    first, second = add([x, x]), add([x, y])
+    assert add.get_output_at(0) is first and add.get_output_at(-1) is second
+    assert add.get_input_at(1)[1] is y and add.get_input_shape_at(1) == [(None, 3), (None, 3)]
+    assert add.get_output_shape_at(-1) == (None, 3)
+    with pytest.raises(ValueError, match="called 2 time.*node_index 2 is out of range"):
+        add.get_output_at(2)
+    model = keras.Model([x, y], second)
+    model.save(tmp_path / "m.keras")
+    loaded = keras.models.load_model(tmp_path / "m.keras")
+    assert isinstance(loaded.get_layer("shared-sum"), Add)
+    ones = np.ones((1, 3), "float32")
+    np.testing.assert_allclose(loaded.predict([ones, 2 * ones], verbose=0), 3 * ones)
+
+
+def test_encoder_layers_minus_two_is_the_last_residual_sum():
+    from bert4long.models import build_transformer_model
+
+    bert = build_transformer_model(vocab_size=20, hidden_size=8, num_hidden_layers=2, num_attention_heads=2,
+                                   intermediate_size=16, max_position=16, return_keras_model=False)
+    layer = bert.model.layers[-2]
+    assert layer.name == "Transformer-1-FeedForward-Add"
+    # the final LayerNorm reads exactly this tensor
+    assert bert.model.layers[-1].input is layer.get_output_at(-1)

@@ -9,10 +9,13 @@ from bert4long.layers.global_pointer import EfficientGlobalPointer, GlobalPointe
 from bert4long.layers.heads import BiasAdd, GatherPositions, TakeToken
 from bert4long.layers.loss import Loss
 from bert4long.layers.masks import PaddingMask, UniLMMask
+from bert4long.layers.nodes import Add, NodeAccess
 from bert4long.layers.normalization import LayerNormalization
 from bert4long.layers.positions import RelativePositionEmbedding, SinusoidalPositionEmbedding
 
 __all__ = [
+    "Add",
+    "NodeAccess",
     "BiasAdd",
     "ConditionalRandomField",
     "EfficientGlobalPointer",
