@@ -101,8 +101,6 @@ def _overlap(out, inputs):
     for given in inputs:
         if not given:
             continue
-        if os.path.abspath(os.fspath(given)).startswith(out + os.sep):   # reached through a link inside ``out``
-            return given, "contains the input"
         path = os.path.realpath(os.fspath(given))
         folder = path if os.path.isdir(path) else os.path.dirname(path)
         if out == folder:
@@ -110,6 +108,9 @@ def _overlap(out, inputs):
         if os.path.isdir(path) and out.startswith(folder + os.sep):
             return given, "is inside the input folder"
         if path.startswith(out + os.sep):
+            return given, "contains the input"
+    for given in inputs:   # an input reached through a link inside ``out``
+        if given and os.path.abspath(os.fspath(given)).startswith(out + os.sep):
             return given, "contains the input"
     return None
 

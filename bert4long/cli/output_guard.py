@@ -39,7 +39,7 @@ def guarded_output(args):
     if args.command in FILE_OUTPUTS:
         option, reads = FILE_OUTPUTS[args.command]
         check_output_file(getattr(args, option), [getattr(args, name, None) for name in reads],
-                          overwrite=args.overwrite)
+                          overwrite=getattr(args, "overwrite", False))
     if args.command not in INPUT_OPTIONS or not _writes(args):
         yield
         return
