@@ -105,8 +105,17 @@ def check_inputs(model, x, limits=None):
             "can place: truncate or split the input (bert4long.data.chunk_documents), or use a model that places "
             "more (hierarchical_position=True places n*n for n trained positions)."
         )
+    if token.ndim > 1 and length == 0 and token.shape[0]:
+        raise ValueError("Input 'Input-Token' has 0 tokens per sequence: give each sequence at least one token "
+                         "(a tokenizer's encode adds [CLS] and [SEP]).")
     for name, values in named:
         limit = length if name == "Input-Masked-Positions" else limits.get(name)
+        if limit is not None and np.issubdtype(values.dtype, np.floating) and values.size \
+                and not np.all(values == np.round(values)):
+            index = tuple(int(i) for i in np.argwhere(values != np.round(values))[0])
+            raise ValueError(f"Input {name!r} holds {values[index]!r} at {index}, not a whole number: ids are "
+                             "integers (a float id would be cut to the one below it); pass an integer array, e.g. "
+                             "np.asarray(ids, dtype='int32').")
         if limit is None or values.size == 0 or (values.min() >= 0 and values.max() < limit):
             continue
         value, where = _first_outside(values, limit)
