@@ -1,6 +1,6 @@
 """Long-document data: truncation, chunking and pooling, MLM masking, packing,
 and ``tf.data`` pipelines from folders of text to batches. See docs/data.md."""
-import importlib
+from bert4long.lazy_names import lazy_getattr
 
 # Each public name and the module that defines it (imported on first use: masking and the pipelines start
 # TensorFlow, the readers, chunking and truncation do not).
@@ -26,10 +26,4 @@ _MODULES = {
 }
 __all__ = sorted(_MODULES)
 
-
-def __getattr__(name):
-    if name not in _MODULES:
-        raise AttributeError(f"module 'bert4long.data' has no attribute {name!r}")
-    value = getattr(importlib.import_module(_MODULES[name]), name)
-    globals()[name] = value
-    return value
+__getattr__ = lazy_getattr(__name__, _MODULES)

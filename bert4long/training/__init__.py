@@ -5,7 +5,7 @@ default), with AdamW, warmup + linear decay, gradient clipping and
 accumulation, optional mixed precision and per-layer recompute
 (``build_transformer_model(..., recompute=True)``). See docs/training.md.
 """
-import importlib
+from bert4long.lazy_names import lazy_getattr
 
 # Each public name and the module that defines it (imported on first use).
 _MODULES = {
@@ -32,10 +32,4 @@ _MODULES = {
 }
 __all__ = sorted(_MODULES)
 
-
-def __getattr__(name):
-    if name not in _MODULES:
-        raise AttributeError(f"module 'bert4long.training' has no attribute {name!r}")
-    value = getattr(importlib.import_module(_MODULES[name]), name)
-    globals()[name] = value
-    return value
+__getattr__ = lazy_getattr(__name__, _MODULES)
