@@ -38,7 +38,7 @@ def register_keras_classes():
     """Import every module that registers a Keras class (TensorFlow starts quietly if it has not yet)."""
     from bert4long.tf_startup import import_tensorflow_quietly
 
-    import_tensorflow_quietly(verbose=False)
+    import_tensorflow_quietly()
     for name in _REGISTERING:
         importlib.import_module(f"bert4long.{name}")
 

@@ -3,7 +3,7 @@
 TensorFlow 2.21 writes some of those lines through absl before ``TF_CPP_MIN_LOG_LEVEL``
 is read, so the import and the device set-up run with the stderr file descriptor parked
 in a temporary file, replayed if the import fails. Nothing is hidden when TensorFlow was
-imported before bert4long, when ``verbose`` is true (the command line's
+imported before bert4long, after `show_tensorflow_logs` (the command line's
 ``--verbose``), or when the user set ``TF_CPP_MIN_LOG_LEVEL`` below 3 (that asks
 for TensorFlow's logs).
 """
@@ -13,6 +13,14 @@ import sys
 import tempfile
 import warnings
 
+_SHOW_LOGS = False
+
+
+def show_tensorflow_logs():
+    """Let TensorFlow's start-up logs through from now on (call it before TensorFlow starts)."""
+    global _SHOW_LOGS
+    _SHOW_LOGS = True
+
 
 @contextlib.contextmanager
 def quiet_startup(started=None):
@@ -21,7 +29,7 @@ def quiet_startup(started=None):
     ``started``: whether TensorFlow has started already (then nothing is parked); default: it is imported.
     """
     started = "tensorflow" in sys.modules if started is None else started
-    if started or os.environ.get("TF_CPP_MIN_LOG_LEVEL", "3") in ("0", "1", "2"):
+    if started or _SHOW_LOGS or os.environ.get("TF_CPP_MIN_LOG_LEVEL", "3") in ("0", "1", "2"):
         yield
         return
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
@@ -50,8 +58,8 @@ def quiet_startup(started=None):
     absl_logging.set_verbosity(absl_logging.ERROR)
 
 
-def import_tensorflow_quietly(verbose=False):
-    """Import TensorFlow (and create its devices) with the start-up logs silenced, unless ``verbose``.
+def import_tensorflow_quietly():
+    """Import TensorFlow (and create its devices) with the start-up logs silenced (see `quiet_startup`).
 
     Example:
     >>> from bert4long.tf_startup import import_tensorflow_quietly
@@ -59,9 +67,6 @@ def import_tensorflow_quietly(verbose=False):
     >>> import sys; "tensorflow" in sys.modules
     True
     """
-    if verbose:
-        import tensorflow  # noqa: F401
-        return
     with quiet_startup():
         import tensorflow as tf
 

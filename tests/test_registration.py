@@ -56,3 +56,14 @@ def test_the_tokenizers_and_the_command_line_parser_do_not_start_tensorflow():
     help_run = subprocess.run([sys.executable, "-m", "bert4long_command", "pretrain", "--help"], capture_output=True,
                               text=True, timeout=300, cwd=PACKAGE.parent, check=False, env=QUIET_UNSET)
     assert help_run.returncode == 0 and "--corpus" in help_run.stdout and help_run.stderr == ""
+
+
+def test_the_command_starts_tensorflow_quietly_unless_verbose():
+    from bert4long.pretrained import path
+
+    runs = {flag: subprocess.run([sys.executable, "-m", "bert4long_command", "info", path(), *flag], capture_output=True,
+                                 text=True, timeout=300, cwd=PACKAGE.parent, check=False, env=QUIET_UNSET)
+            for flag in ((), ("--verbose",))}
+    assert all(run.returncode == 0 for run in runs.values()), [run.stderr[-2000:] for run in runs.values()]
+    assert "I0000" not in runs[()].stderr and "E0000" not in runs[()].stderr, runs[()].stderr
+    assert "I0000" in runs[("--verbose",)].stderr   # --verbose asks for TensorFlow's start-up logs

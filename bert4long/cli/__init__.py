@@ -31,7 +31,7 @@ from bert4long.cli.tasks import (
     run_finetune,
     run_predict,
 )
-from bert4long.tf_startup import import_tensorflow_quietly
+from bert4long.tf_startup import import_tensorflow_quietly, show_tensorflow_logs
 from bert4long.training.interrupt import TrainingInterrupted, sigterm_stops
 
 COMMANDS = {
@@ -88,7 +88,9 @@ def main(argv=None):
         parser.print_help()
         return 2
     args.given = given_options(parser.commands[args.command], argv[argv.index(args.command) + 1:])
-    import_tensorflow_quietly(verbose=args.verbose)
+    if args.verbose:
+        show_tensorflow_logs()
+    import_tensorflow_quietly()
     default_config(args)
     try:
         with sigterm_stops(args.command), guarded_output(args):
