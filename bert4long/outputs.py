@@ -147,7 +147,8 @@ def note_written(*paths):
     listing of the folder afterwards, is what ``--overwrite`` may later replace.
     """
     folder = _WRITING.get()
-    if folder is not None:
+    paths = [p for p in paths if not os.path.basename(os.fspath(p)).startswith(OWN_PREFIX)]   # (the marker itself)
+    if folder is not None and paths:
         folder.record(*paths)
 
 
@@ -178,13 +179,15 @@ def _is_growing(relative):
     return parts[0] == GROWING_FOLDER and parts[-1].startswith(GROWING_PREFIX)
 
 
-# Temporaries of bert4long's writers that an interrupted process may leave: a training state being saved, a
-# checkpoint being written, `atomic_write`'s NAME.tmp-PID[.suffix], the corpus cache's tmpXXXX.tmp.
-_TEMPORARY = re.compile(r"(^|/)\.tmp-(step|ckpt)-[^/]*(/|$)|\.tmp-\d+(\.\w+)?$|^corpus_cache/tmp\w+\.tmp$")
+# Temporaries of bert4long's writers that an interrupted process may leave: a training state being saved and a
+# checkpoint being written (folders), `atomic_write`'s NAME.tmp-PID[.suffix], the corpus cache's tmpXXXX.tmp.
+_TEMPORARY = re.compile(r"^(.*?\.tmp-(step|ckpt)-[^/]*)(/|$)|^(.*\.tmp-\d+(\.\w+)?)$|^(corpus_cache/tmp\w+\.tmp)$")
 
 
-def _is_stale_temporary(relative):
-    return bool(_TEMPORARY.search(relative.replace(os.sep, "/")))
+def _stale_temporary(relative):
+    """The temporary (a file, or the folder it sits in) an interrupted write left at ``relative``, or None."""
+    match = _TEMPORARY.search(relative.replace(os.sep, "/"))
+    return next(group for group in match.group(1, 4, 6) if group) if match else None
 
 
 def _ancestors(folder, top):
@@ -209,13 +212,9 @@ def _own_names(folder):
 def write_marker(folder, command, files=None, created=None):
     """Mark ``folder`` as made by bert4long's ``command``; ``files``: ``{relative path: {size, sha256}}`` of what it
     wrote so far."""
-    path = os.path.join(folder, MARKER)
-    tmp = f"{path}.tmp-{os.getpid()}"
-    with open(tmp, "w", encoding="utf-8") as f:
-        json.dump({"made_by": "bert4long", "command": command, "files": files or {},
-                   "created": created or datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")}, f,
-                  indent=2)
-    os.replace(tmp, path)
+    write_text_atomically(os.path.join(folder, MARKER), json.dumps({
+        "made_by": "bert4long", "command": command, "files": files or {},
+        "created": created or datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")}, indent=2))
 
 
 def foreign_files(folder, marker):
@@ -229,7 +228,7 @@ def foreign_files(folder, marker):
     foreign = []
     for path in _files_under(folder):
         relative = os.path.relpath(path, folder)
-        if relative.split(os.sep)[0].startswith(OWN_PREFIX) or _is_growing(relative) or _is_stale_temporary(relative):
+        if relative.split(os.sep)[0].startswith(OWN_PREFIX) or _is_growing(relative) or _stale_temporary(relative):
             continue
         if isinstance(files, list):   # an older marker: top-level names
             owned = relative.split(os.sep)[0] in files
@@ -376,13 +375,13 @@ class OutputFolder:
 
     def remove_stale_temporaries(self):
         """Delete what interrupted writes of bert4long left here (``.tmp-step-*`` states and the like)."""
-        for path in list(_files_under(self.path)):
-            relative = os.path.relpath(path, self.path)
-            if _is_stale_temporary(relative):
-                top = relative.replace(os.sep, "/")
-                match = re.search(r"^(.*?\.tmp-(step|ckpt)-[^/]*)", top)
-                target = os.path.join(self.path, match.group(1)) if match else path
-                shutil.rmtree(target, ignore_errors=True) if os.path.isdir(target) else os.remove(target)
+        stale = {_stale_temporary(os.path.relpath(path, self.path)) for path in _files_under(self.path)} - {None}
+        for relative in stale:
+            target = os.path.join(self.path, relative)
+            if os.path.isdir(target) and not os.path.islink(target):
+                shutil.rmtree(target, ignore_errors=True)
+            else:
+                os.remove(target)
 
     def remove_if_unused(self):
         """Undo `open_run` when the run wrote nothing: remove the folder it made, or its marker in an empty one."""
