@@ -25,6 +25,8 @@ os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 
 __version__ = "0.1.0"
 
+from bert4long.lazy_names import lazy_getattr  # noqa: E402 (after the backend check)
+
 # The public names and the module of each, imported on first use.
 _PUBLIC = {"MissingCheckpointVariableError": "bert4long.checkpoints", "build_transformer_model": "bert4long.models",
            "Tokenizer": "bert4long.tokenizers", "load_vocab": "bert4long.tokenizers"}
@@ -43,14 +45,13 @@ def register_keras_classes():
         importlib.import_module(f"bert4long.{name}")
 
 
+_public_name = lazy_getattr(__name__, _PUBLIC)
+
+
 def __getattr__(name):
-    if name not in _PUBLIC:
-        raise AttributeError(f"module 'bert4long' has no attribute {name!r}")
-    if _PUBLIC[name] != "bert4long.tokenizers":
+    if _PUBLIC.get(name, "bert4long.tokenizers") != "bert4long.tokenizers":   # a model: its classes registered first
         register_keras_classes()
-    value = getattr(importlib.import_module(_PUBLIC[name]), name)
-    globals()[name] = value
-    return value
+    return _public_name(name)
 
 
 class _QuietStartAndRegister(importlib.abc.MetaPathFinder):

@@ -77,7 +77,9 @@ class RunLock:
             time.sleep(0.05)
             return
         try:
-            if self._holder() == holder or (holder.get("pid") is None and (self._holder() or {}).get("pid") is None):
+            current = self._holder()
+            unchanged = current == holder or (current is not None and current["pid"] is None and holder["pid"] is None)
+            if unchanged:   # (an unreadable lock's age changes between reads: it is the same if still unreadable)
                 print(f"Taking over the lock of {self.folder!r}: its run (process {holder.get('pid')}) is no "
                       "longer running.", flush=True)
                 os.remove(self.path)
