@@ -79,14 +79,12 @@ def _corpus(args, tokenizer):
                        errors=args.errors)
 
 
-def _cache_corpus(args, tokenizer, corpus):
-    """Keep the tokenized corpus in --out/corpus_cache, so that a resumed run does not tokenize again."""
-    from bert4long.data.corpus import corpus_cache_path, save_corpus_cache
+def _cache_corpus(corpus):
+    """Keep the tokenized corpus in --out/corpus_cache (where `_corpus` looked), so a resume does not tokenize again."""
+    from bert4long.data.corpus import save_corpus_cache
 
-    if args.corpus is not None:
-        path = corpus_cache_path(args.corpus, tokenizer, os.path.join(args.out, "corpus_cache"), errors=args.errors)
-        if not os.path.exists(path):
-            save_corpus_cache(corpus, path)
+    if corpus.cache_path is not None and not os.path.exists(corpus.cache_path):
+        save_corpus_cache(corpus, corpus.cache_path)
 
 
 def _pack(tokenizer, token_ids, seq_len):
@@ -205,7 +203,7 @@ def run_pretrain(args):
     segments = takes_segment_ids(model)
     start_writing(args)
     if is_chief(strategy):
-        _cache_corpus(args, tokenizer, corpus)
+        _cache_corpus(corpus)
 
     def accuracy_at(length, count):
         seqs = _pack(tokenizer, eval_ids, length)[:count]

@@ -43,13 +43,15 @@ CACHE_VERSION = 1
 @dataclasses.dataclass
 class Corpus:
     """Tokenized documents: content ids (no ``[CLS]``/``[SEP]``), their labels
-    (``str`` or ``None``), where each came from (``"file:line"``), and the
-    number of documents skipped per reason."""
+    (``str`` or ``None``), where each came from (``"file:line"``), the
+    number of documents skipped per reason, and the cache file `load_corpus`
+    read them from or keeps them in (None without a cache folder)."""
 
     token_ids: list
     labels: list
     sources: list
     skipped: dict
+    cache_path: str | None = None
 
     def __len__(self):
         return len(self.token_ids)
@@ -212,13 +214,13 @@ def load_corpus(paths, tokenizer, *, cache_dir=None, write_cache=True, min_token
                     label_field=label_field, errors=errors)
     cache_path = None
     if cache_dir is not None:
-        cache_path = corpus_cache_path(paths, tokenizer, cache_dir, **settings)
+        cache_path = os.path.join(cache_dir, f"corpus-{_cache_key(list_files(paths), tokenizer, settings)}.npz")
         if os.path.exists(cache_path):
             with np.load(cache_path) as saved:
                 flat, offsets = saved["flat"], saved["offsets"]
                 ids = [flat[a:b] for a, b in zip(offsets[:-1], offsets[1:])]
                 labels = [str(l) if has else None for l, has in zip(saved["labels"], saved["has_label"])]
-                corpus = Corpus(ids, labels, saved["sources"].tolist(), json.loads(str(saved["skipped"])))
+                corpus = Corpus(ids, labels, saved["sources"].tolist(), json.loads(str(saved["skipped"])), cache_path)
             LOGGER.info("read %d tokenized documents from %s", len(corpus), cache_path)
             return corpus
     texts, labels, sources, skipped = read_documents(paths, text_format, text_field, label_field, errors)
@@ -227,20 +229,12 @@ def load_corpus(paths, tokenizer, *, cache_dir=None, write_cache=True, min_token
     if len(keep) < len(token_ids):
         skipped["too_short"] = len(token_ids) - len(keep)
     corpus = Corpus([token_ids[i] for i in keep], [labels[i] for i in keep],
-                    [sources[i] for i in keep], skipped)
+                    [sources[i] for i in keep], skipped, cache_path)
     if skipped:
         LOGGER.warning("skipped documents: %s (kept %d)", skipped, len(corpus))
     if cache_path is not None and write_cache:
         save_corpus_cache(corpus, cache_path)
     return corpus
-
-
-def corpus_cache_path(paths, tokenizer, cache_dir, *, min_tokens=1, text_format="auto", text_field="text",
-                      label_field="label", errors="strict"):
-    """Where `load_corpus` keeps (or would keep) the tokenized ``paths`` in ``cache_dir``."""
-    settings = dict(min_tokens=min_tokens, text_format=text_format, text_field=text_field,
-                    label_field=label_field, errors=errors)
-    return os.path.join(cache_dir, f"corpus-{_cache_key(list_files(paths), tokenizer, settings)}.npz")
 
 
 def save_corpus_cache(corpus, cache_path):
