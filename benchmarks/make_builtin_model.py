@@ -77,8 +77,8 @@ def train_vocab(texts, size, folder):
 def config(vocab_size, args):
     return {"vocab_size": vocab_size, "hidden_size": args.hidden, "num_hidden_layers": args.layers,
             "num_attention_heads": args.hidden // 32, "intermediate_size": 4 * args.hidden, "hidden_act": "gelu",
-            "max_position_embeddings": args.seq_len, "type_vocab_size": 2, "hidden_dropout_prob": 0.1,
-            "attention_probs_dropout_prob": 0.1, "initializer_range": 0.02}
+            "max_position_embeddings": args.seq_len, "type_vocab_size": 2, "hidden_dropout_prob": args.dropout,
+            "attention_probs_dropout_prob": args.dropout, "initializer_range": 0.02}
 
 
 def held_out_windows(tokenizer, length):
@@ -137,7 +137,7 @@ with the package. It is a demonstration model: {c['num_hidden_layers']} layers, 
 - vocabulary: WordPiece trained on that text (Hugging Face `tokenizers`, lower-cased, accents stripped);
 - training: masked LM (15%, 80/10/10) on {summary['train_sequences']:,} packed sequences of {s['seq_len']} tokens, \
 {s['steps']:,} steps of {s['batch']} ({summary['epochs_of_text']:.1f} passes over the text), AdamW at {s['learning_rate']:g} \
-with 10% warmup and linear decay, dropout 0.1, float32; final training loss {summary['final_train_loss']:.2f}.
+with 10% warmup and linear decay, dropout {s['dropout']:g}, float32; final training loss {summary['final_train_loss']:.2f}.
 
 ## How well it does at {s['seq_len']} tokens
 On the 13 held-out articles cut into {held['windows']:,} windows of {s['seq_len']} tokens ({held['predictions']:,} masked \
@@ -171,6 +171,8 @@ def main(argv=None):
     parser.add_argument("--batch", type=int, default=32)
     parser.add_argument("--steps", type=int, default=2000)
     parser.add_argument("--learning-rate", type=float, default=1.5e-3)
+    parser.add_argument("--dropout", type=float, default=0.1)
+    parser.add_argument("--log-every", type=int, default=250, help="steps between printed training losses")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--deb-dir", default=os.path.join(tempfile.gettempdir(), "bert4long_janeaustenr"))
     args = parser.parse_args(argv)
@@ -206,7 +208,8 @@ def main(argv=None):
     model, builder, _ = build_mlm_model(config_path, None)
     compile_mlm(model, make_optimizer(args.learning_rate, args.steps, weight_decay=0.01), jit_compile=True)
     batches = mlm_batches(sequences, masker_for(tokenizer, args.seq_len), args.batch, seed=args.seed)
-    history = model.fit(batches, steps_per_epoch=max(1, args.steps // 10), epochs=min(10, args.steps), verbose=2)
+    log_every = min(args.log_every, args.steps)
+    history = model.fit(batches, steps_per_epoch=log_every, epochs=max(1, args.steps // log_every), verbose=2)
     builder.save_weights_as_checkpoint(os.path.join(args.out, "bert_model.ckpt"))
     result = measure(model, tokenizer, args.seq_len, most_frequent)
     summary = {"settings": vars(args), "config": settings, "train_tokens": int(counts.sum()),
