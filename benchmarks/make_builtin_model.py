@@ -8,7 +8,7 @@ the vocabulary). An uncased WordPiece vocabulary is trained on the same text (Hu
 training code (AdamW, warmup + linear decay, fixed seeds). Ends with the Google-layout folder
 (bert_config.json, bert_model.ckpt.*, vocab.txt) and its accuracy on the held-out articles.
 
-    python benchmarks/make_builtin_model.py                 # ~25 min on 2 shared CPU cores
+    python benchmarks/make_builtin_model.py                 # ~31 min on 2 shared CPU cores
     python benchmarks/make_builtin_model.py --steps 20 --out /tmp/mini   # a smoke run
 """
 import argparse
@@ -66,6 +66,7 @@ def austen_novels(deb_dir):
 
 
 def train_vocab(texts, size, folder):
+    os.environ["TOKENIZERS_PARALLELISM"] = "false"   # the parallel trainer breaks ties differently run to run
     from tokenizers import BertWordPieceTokenizer
 
     wordpiece = BertWordPieceTokenizer(clean_text=True, handle_chinese_chars=True, strip_accents=True, lowercase=True)
@@ -79,6 +80,22 @@ def config(vocab_size, args):
             "num_attention_heads": args.hidden // 32, "intermediate_size": 4 * args.hidden, "hidden_act": "gelu",
             "max_position_embeddings": args.seq_len, "type_vocab_size": 2, "hidden_dropout_prob": args.dropout,
             "attention_probs_dropout_prob": args.dropout, "initializer_range": 0.02}
+
+
+def sinusoidal_positions(length, width, scale):
+    """Transformer sinusoids (Vaswani et al. 2017) times ``scale``: a start for the position table whose dot
+    products depend on distance, so attention can find neighbours early (from random rows a small BERT
+    stays a bag of words for thousands of steps). Training then moves the rows freely.
+
+    >>> sinusoidal_positions(4, 6, 1.0)[0].tolist()
+    [0.0, 1.0, 0.0, 1.0, 0.0, 1.0]
+    """
+    import numpy as np
+
+    angles = np.arange(length)[:, None] / 10000 ** (np.arange(0, width, 2) / width)[None, :]
+    table = np.zeros((length, width), "float32")
+    table[:, 0::2], table[:, 1::2] = np.sin(angles), np.cos(angles)
+    return scale * table
 
 
 def held_out_windows(tokenizer, length):
@@ -121,6 +138,11 @@ def write_readme(folder, summary):
     """The model folder's README: what it is, how it was made, how well it reads at its trained length."""
     c, s, held = summary["config"], summary["settings"], summary["held_out"]
     (acc, acc_se), (mask, mask_se) = held["accuracy_all"], held["accuracy_mask"]
+    start = ("- position table: BERT's random rows." if not s.get("sinusoid_start") else
+             f"- position table: started at sinusoids × {s['sinusoid_start']:g} (then trained like every weight). From "
+             "BERT's random rows a model this small stayed a bag of words: 4,000 steps at the same settings ended at "
+             "loss 5.73 and 4.4% on `[MASK]`, and shuffling its position rows moved its held-out accuracy by "
+             "less than 0.1 point (this start: 11.6% → 1.9% on `[MASK]`).")
     text = f"""# austen-wiki-mini: bert4long's built-in masked LM
 
 A small uncased BERT in the original Google layout (`bert_config.json`, `bert_model.ckpt.*` with
@@ -137,7 +159,8 @@ with the package. It is a demonstration model: {c['num_hidden_layers']} layers, 
 - vocabulary: WordPiece trained on that text (Hugging Face `tokenizers`, lower-cased, accents stripped);
 - training: masked LM (15%, 80/10/10) on {summary['train_sequences']:,} packed sequences of {s['seq_len']} tokens, \
 {s['steps']:,} steps of {s['batch']} ({summary['epochs_of_text']:.1f} passes over the text), AdamW at {s['learning_rate']:g} \
-with 10% warmup and linear decay, dropout {s['dropout']:g}, float32; final training loss {summary['final_train_loss']:.2f}.
+with 10% warmup and linear decay, dropout {s['dropout']:g}, float32; final training loss {summary['final_train_loss']:.2f};
+{start}
 
 ## How well it does at {s['seq_len']} tokens
 On the 13 held-out articles cut into {held['windows']:,} windows of {s['seq_len']} tokens ({held['predictions']:,} masked \
@@ -169,9 +192,11 @@ def main(argv=None):
     parser.add_argument("--layers", type=int, default=4)
     parser.add_argument("--seq-len", type=int, default=128)
     parser.add_argument("--batch", type=int, default=32)
-    parser.add_argument("--steps", type=int, default=2000)
-    parser.add_argument("--learning-rate", type=float, default=1.5e-3)
-    parser.add_argument("--dropout", type=float, default=0.1)
+    parser.add_argument("--steps", type=int, default=4000)
+    parser.add_argument("--learning-rate", type=float, default=1e-3)
+    parser.add_argument("--dropout", type=float, default=0.0)
+    parser.add_argument("--sinusoid-start", type=float, default=0.05,
+                        help="start the position table at sinusoids times this scale (0: BERT's random rows)")
     parser.add_argument("--log-every", type=int, default=250, help="steps between printed training losses")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--deb-dir", default=os.path.join(tempfile.gettempdir(), "bert4long_janeaustenr"))
@@ -206,6 +231,9 @@ def main(argv=None):
         json.dump(settings, f, indent=2)
     keras.utils.set_random_seed(args.seed)
     model, builder, _ = build_mlm_model(config_path, None)
+    if args.sinusoid_start:
+        positions = model.get_layer("Embedding-Position")
+        positions.set_weights([sinusoidal_positions(args.seq_len, args.hidden, args.sinusoid_start)])
     compile_mlm(model, make_optimizer(args.learning_rate, args.steps, weight_decay=0.01), jit_compile=True)
     batches = mlm_batches(sequences, masker_for(tokenizer, args.seq_len), args.batch, seed=args.seed)
     log_every = min(args.log_every, args.steps)
