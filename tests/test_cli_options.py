@@ -116,6 +116,10 @@ def test_demo_keeps_the_options_given(tmp_path):
 
     parser = build_parser()
     argv = ["--demo", "--steps", "4", "--out", str(tmp_path / "d")]
+    only_out = ["--out", str(tmp_path / "d")]   # the main job with its folder named: no --demo needed
+    args = parser.parse_args(["pretrain", *only_out])
+    args.given = given_options(parser.commands["pretrain"], only_out)
+    assert check_pretrain_arguments(args) is True and args.checkpoint == pretrained.checkpoint()
     args = parser.parse_args(["pretrain", *argv])
     args.given = given_options(parser.commands["pretrain"], argv)
     assert check_pretrain_arguments(args) is True

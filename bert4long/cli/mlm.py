@@ -96,7 +96,7 @@ def _pack(tokenizer, token_ids, seq_len):
 
 def check_pretrain_arguments(args):
     """Everything that can be checked before the corpus is read or the model built."""
-    demo = args.demo or not args.given
+    demo = args.demo or set(args.given) <= {"out", "overwrite"}   # `bert4long pretrain [--out DIR]`: the main job
     if demo:
         from bert4long.cli.demo import apply_demo
 
