@@ -153,7 +153,8 @@ def run_info(args):
         return
     reader = open_checkpoint(args.checkpoint)  # the same choice of format as model loading
     if isinstance(reader, HuggingFaceReader):
-        config = read_huggingface_config(os.path.join(args.checkpoint, "config.json"))
+        config_path = os.path.join(args.checkpoint, "config.json")
+        config = read_huggingface_config(config_path)
     else:
         config_path = args.config or os.path.join(os.path.dirname(reader.prefix), "bert_config.json")
         config = read_config(config_path) if os.path.isfile(config_path) else {}
@@ -166,8 +167,7 @@ def run_info(args):
         print(f"  {name} {list(reader.shape(name))}")
     n = trained_positions(config)
     if n:
-        print(f"lengths: up to {n} tokens as trained; up to {n * n} with --hierarchical-position "
-              f"(hierarchical_position=True); longer: split into chunks (finetune --pooling chunks)")
+        print(_lengths_line(n, read_config(config_path) if os.path.isfile(config_path) else {}, config_path))
     heads = [h for h, p in (("MLM", "cls/predictions/"), ("NSP", "cls/seq_relationship/"), ("pooler", "bert/pooler/"))
              if any(name.startswith(p) for name in reader.names())]
     print(f"heads: {', '.join(heads) or 'none (encoder only)'}")
@@ -176,6 +176,24 @@ def run_info(args):
         parameters = sum(int(np.prod(reader.shape(name))) for name in reader.names()
                          if not name.endswith(("adam_m", "adam_v")))
         _print_attention_fit(config, parameters, _memory_bytes())
+
+
+def _lengths_line(n, config, path):
+    """The lengths a checkpoint of ``n`` trained positions reads: with the extension its ``config`` records (that
+    every command applies, `bert4long.position_record`), else as trained or with --hierarchical-position."""
+    from bert4long.position_record import RECORD_KEY, describe, recorded_extension
+
+    recorded = recorded_extension(config, path)
+    longer = "longer: split into chunks (finetune --pooling chunks)"
+    if recorded is not None:
+        return (f"lengths: up to {recorded.capacity(n) or 'any number of'} tokens with the position extension its "
+                f"config records, {describe(recorded)}, which every command applies ({n} trained positions); "
+                + longer)
+    record = config.get(RECORD_KEY)
+    made = (f" (rows {record.get('trained_positions')}+ made by `bert4long extend`, {record.get('method')})"
+            if record else "")
+    return (f"lengths: up to {n} tokens as trained{made}; up to {n * n} with --hierarchical-position "
+            f"(hierarchical_position=True); {longer}")
 
 
 def _tokenizer_line(args):
@@ -268,7 +286,10 @@ def add_extend_arguments(parser):
                         help="hierarchical (first n rows unchanged, up to n*n), copy (tile the n rows, as "
                              "Longformer), interpolate (position interpolation)")
     parser.add_argument("--max-position", type=int, required=True, help="the new max_position_embeddings")
-    parser.add_argument("--alpha", type=float, default=0.4, help="hierarchical alpha (default 0.4)")
+    parser.add_argument("--alpha", type=float,
+                        help="hierarchical alpha (default: the one the checkpoint's config records, else 0.4)")
+    parser.add_argument("--override-position-extension", action="store_true",
+                        help="extend with --method although the checkpoint's config records another extension")
     parser.add_argument("--out", required=True, help="folder for bert_config.json, vocab.txt, bert_model.ckpt.*")
     add_overwrite_argument(parser)
 
@@ -281,12 +302,12 @@ def run_extend(args):
         with tempfile.TemporaryDirectory() as google:   # the Google layout of the source, read once
             config, checkpoint = convert_huggingface_folder(args.checkpoint, os.path.join(google, "source"))
             new_config, prefix = extend_checkpoint(config, checkpoint, args.method, args.max_position, args.out,
-                                                   args.alpha, overwrite=args.overwrite)
+                                                   args.alpha, args.overwrite, args.override_position_extension)
     elif args.config is None:
         raise SystemExit("error: extend needs --config (no bert_config.json beside the checkpoint)")
     else:
         new_config, prefix = extend_checkpoint(args.config, args.checkpoint, args.method, args.max_position,
-                                               args.out, args.alpha, overwrite=args.overwrite)
+                                               args.out, args.alpha, args.overwrite, args.override_position_extension)
     print(f"wrote {prefix} (max_position_embeddings = {args.max_position}, {args.method}) and {new_config}")
 
 
