@@ -103,13 +103,11 @@ def _refuse_raw_text_for(folder):
 def _fine_tuned_model(args):
     """``(model, label names)`` `bert4long finetune` saved in --run; for --raw-text, its WordPiece vocab, casing
     and length."""
-    import keras
-
-    import bert4long  # noqa: F401  (registers the classes the saved model names)
+    from bert4long.cli.run_folder import load_final_model
     from bert4long.cli.tasks import MODEL_FILES, read_run_settings
 
     settings = read_run_settings(args.run, "or --checkpoint for an encoder")
-    model = keras.models.load_model(os.path.join(args.run, MODEL_FILES[settings["task"]]))
+    model = load_final_model(os.path.join(args.run, MODEL_FILES[settings["task"]]))
     if args.raw_text:
         vocab = os.path.join(args.run, "vocab.txt")
         _refuse_raw_text_for(None if os.path.isfile(vocab) else args.run)

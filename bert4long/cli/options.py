@@ -89,6 +89,9 @@ def add_training_arguments(parser):
     parser.add_argument("--batch-size", type=positive_int, default=8, help="global batch size (default 8)")
     parser.add_argument("--steps", type=positive_int, default=1000, help="total training steps (default 1000)")
     parser.add_argument("--save-every", type=positive_int, default=100, help="checkpoint every N steps (default 100)")
+    parser.add_argument("--keep-checkpoints", type=positive_int, default=2,
+                        help="resumable training states kept in OUT/checkpoints/, the newest (default 2; 1 keeps only "
+                             "the last)")
     parser.add_argument("--out", default="bert4long_run", help="output folder; rerun to resume (default bert4long_run)")
     parser.add_argument("--learning-rate", type=positive_float, default=5e-5, help="peak learning rate (default 5e-5)")
     parser.add_argument("--warmup-steps", type=non_negative_int, help="linear warmup steps (default 10%% of --steps)")
