@@ -1,5 +1,6 @@
-"""What a training run leaves behind: final models without training state, only the resumable states asked for,
-and a short error when a final model is loaded without ``import bert4long``."""
+"""What a training run leaves behind and prints: final models without training state, only the resumable states
+asked for, plain progress lines in a redirected log, and a short error when a final model is loaded without
+``import bert4long``."""
 import json
 import os
 import subprocess
@@ -39,6 +40,42 @@ def test_final_model_holds_the_weights_only_and_one_state_is_kept(finetuned):
     model = keras.models.load_model(str(finetuned / "classifier.keras"))
     assert getattr(model, "optimizer", None) is None   # nothing to resume from here: checkpoints/ holds that
     assert sorted(os.listdir(finetuned / "checkpoints")) == ["latest", "step-000000004"]
+
+
+def test_progress_is_plain_lines_when_stdout_is_not_a_terminal(compiled_mlm, finetuned, tmp_path, capsys,
+                                                                 monkeypatch):
+    """Keras's bar redraws with \\b, \\r and colour codes even into a file; `fit_resumable` and `predict` write
+    plain lines there (pytest's captured stdout is not a terminal), and the bar on a terminal."""
+    from bert4long.cli import main
+    from bert4long.training import fit_resumable
+    from bert4long.training.loop import progress_verbosity
+
+    model, batches = compiled_mlm
+    fit_resumable(model, batches, 4, str(tmp_path), {}, save_every=2, tensorboard=False)
+    out = capsys.readouterr().out
+    assert not any(code in out for code in ("\r", "\b", "\x1b[")), repr(out[:300])
+    assert [line.split(" - ")[0] for line in out.splitlines() if " - loss:" in line] == ["2/2", "2/2"]
+    assert main(["predict", "--run", str(finetuned), "--input", str(finetuned.parent / "train.jsonl"), "--output",
+                 str(tmp_path / "out.jsonl")]) == 0
+    out = capsys.readouterr().out
+    assert not any(code in out for code in ("\r", "\b", "\x1b[")) and "4/4 - " in out, repr(out[:300])
+    monkeypatch.setattr(sys.stdout, "isatty", lambda: True, raising=False)
+    assert progress_verbosity() == 1 and progress_verbosity(0) == 0
+
+
+@pytest.fixture
+def compiled_mlm(tiny_bert):
+    import numpy as np
+
+    from bert4long.data.masking import MLMMasker
+    from bert4long.training import build_mlm_model, compile_mlm, make_optimizer, mlm_batches
+
+    config, checkpoint, _ = tiny_bert
+    model, _, _ = build_mlm_model(config, checkpoint)
+    compile_mlm(model, make_optimizer(1e-3, 4), jit_compile=False)
+    masker = MLMMasker(vocab_size=64, mask_id=4, special_ids=[0, 1, 2, 3, 4], max_predictions=2)
+    sequences = np.random.default_rng(0).integers(5, 64, (8, 12)).astype("int32")
+    return model, lambda start: mlm_batches(sequences, masker, 2, start_step=start)
 
 
 LOAD = """

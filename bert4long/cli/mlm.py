@@ -246,6 +246,7 @@ def run_pretrain(args):
 def _fit_head(model, tokenizer, sequences, length, args, jit, steps):
     """Fit only the MLM head (the encoder frozen), for checkpoints that ship without one."""
     from bert4long.training import compile_mlm, make_optimizer, masker_for, mlm_batches, takes_segment_ids
+    from bert4long.training.loop import progress_verbosity
 
     if not steps:
         return
@@ -258,7 +259,7 @@ def _fit_head(model, tokenizer, sequences, length, args, jit, steps):
     batches = mlm_batches(sequences, masker_for(tokenizer, length), 2, seed=args.seed + 1,
                           segment_ids=takes_segment_ids(model))
     model.fit(batches, steps_per_epoch=steps,
-              epochs=1, verbose=0 if args.quiet else "auto", shuffle=False)
+              epochs=1, verbose=progress_verbosity(0 if args.quiet else "auto"), shuffle=False)
     for layer in frozen:
         layer.trainable = True
     compile_mlm(model, optimizer, jit_compile=jit)

@@ -388,6 +388,7 @@ def run_predict(args):
 
     import bert4long.layers
     import bert4long.training  # noqa: F401
+    from bert4long.training.loop import progress_verbosity
 
     if args.run:
         settings = read_run_settings(args.run, "or --checkpoint for embeddings")
@@ -419,7 +420,8 @@ def run_predict(args):
                                         hierarchical_position=None)
     else:
         model = load_final_model(os.path.join(args.run, MODEL_FILES[task]))
-    progress = None if args.quiet else keras.utils.Progbar(len(items), unit_name="document")
+    progress = None if args.quiet else keras.utils.Progbar(len(items), unit_name="document",
+                                                           verbose=progress_verbosity())
     predicted = []
 
     def write(tmp):   # (`atomic_write`'s temporary name holds this process's id: it cannot be an input)
