@@ -138,7 +138,7 @@ def test_other_readers_ignore_the_record(pretrained):
     assert transformers.BertModel(hf).embeddings.position_embeddings.weight.shape[0] == N
 
 
-def test_a_hugging_face_folder_bert4long_writes_records_it(tmp_path, rng):
+def test_a_hugging_face_folder_bert4long_writes_records_it(tmp_path, rng, capsys):
     """BigBird (a Hugging Face family bert4long writes as config.json + model.safetensors): the record is in
     config.json, transformers still loads the folder, and bert4long restores the extension from it."""
     torch = pytest.importorskip("torch")
@@ -154,6 +154,10 @@ def test_a_hugging_face_folder_bert4long_writes_records_it(tmp_path, rng):
     written = json.loads((tmp_path / "written" / "config.json").read_text())
     assert written[RECORD_KEY] == {"method": "hierarchical", "alpha": 0.3, "trained_positions": 32}
     transformers.BigBirdModel.from_pretrained(tmp_path / "written")
+    from bert4long.cli import main
+
+    assert main(["info", str(tmp_path / "written")]) == 0
+    assert "up to 1024 tokens with the position extension its config records" in capsys.readouterr().out
     restored = build_transformer_model(checkpoint_path=str(tmp_path / "written"))
     assert position_layer(restored).alpha == 0.3
     with pytest.raises(ValueError, match="records the position extension hierarchical"):

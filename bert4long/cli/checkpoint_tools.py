@@ -209,7 +209,9 @@ def _print_family_info(folder):
     """Config, tensors, lengths and heads of a Longformer / BigBird / ModernBERT folder (safetensors names)."""
     from safetensors import safe_open
 
+    from bert4long.config_keys import read_config
     from bert4long.huggingface import WEIGHT_FILENAME, read_huggingface_config
+    from bert4long.position_record import recorded_extension
 
     config = read_huggingface_config(folder)
     print("config:")
@@ -225,7 +227,11 @@ def _print_family_info(folder):
     for name in sorted(shapes):
         print(f"  {name} {list(shapes[name])}")
     n = config.get("max_position")
-    if n:
+    raw_path = os.path.join(folder, "config.json")
+    raw = read_config(raw_path)
+    if n and recorded_extension(raw, raw_path) is not None:   # (BigBird: bert4long wrote it with extended positions)
+        print(_lengths_line(n, raw, raw_path))
+    elif n:
         print(f"lengths: up to {n} tokens as trained ({config['model']}); longer: split into chunks (finetune "
               "--pooling chunks)")
     bare = [name.split(".", 1)[1] if name.startswith(("longformer.", "bert.", "model.")) else name for name in shapes]
