@@ -24,6 +24,7 @@ from bert4long.checkpoints import CheckpointReader, MissingCheckpointVariableErr
 from bert4long.config_keys import CONFIG_KEYS, CONFIG_RENAMES, read_config, to_google_config
 from bert4long.huggingface import HuggingFaceReader, is_family_folder, is_huggingface_folder, read_huggingface_config
 from bert4long.outputs import write_text_atomically
+from bert4long.position_record import RECORD_KEY, position_record
 
 # Unused checkpoint variables that are not an error: heads a model may leave out, ELECTRA's generator.
 OPTIONAL_PREFIXES = ("cls/", "bert/pooler/", "electra/pooler/", "discriminator_predictions/", "generator/",
@@ -300,7 +301,8 @@ class CheckpointIO:
         check_checkpoint_matches(self, reader, partial_load)
 
     def google_config(self):
-        """The Google ``bert_config.json`` keys that rebuild this model (every setting that changes its outputs).
+        """The Google ``bert_config.json`` keys that rebuild this model (every setting that changes its outputs),
+        with the position extension it reads recorded (`bert4long.position_record`).
 
         Example:
         >>> from bert4long.models import build_transformer_model
@@ -320,6 +322,9 @@ class CheckpointIO:
             config["attention_key_size"] = self.attention_key_size
         if self.max_relative_position is not None:
             config["max_relative_position"] = self.max_relative_position
+        record = position_record(self.position_extension, self.max_position)
+        if record is not None:
+            config[RECORD_KEY] = record
         return config
 
     def write_config(self, path):

@@ -1,7 +1,8 @@
 """Materialise an extended position table into a standard checkpoint (``bert4long extend``).
 
 The result is an ordinary BERT checkpoint whose ``max_position_embeddings`` is the
-new length, so any BERT tool (Hugging Face, keras-hub, bert4keras) reads the long model.
+new length, so any BERT tool (Hugging Face, keras-hub, bert4keras) reads the long model;
+its config records how the rows were made (`bert4long.position_record`, ``"materialized": true``).
 """
 import json
 import os
@@ -10,6 +11,7 @@ import shutil
 from bert4long.checkpoints import write_checkpoint
 from bert4long.layers.position_extension import PositionExtension
 from bert4long.outputs import OutputFolder
+from bert4long.position_record import RECORD_KEY, describe, position_record, reads_alike, recorded_extension
 
 POSITION_VARIABLE = "bert/embeddings/position_embeddings"
 
@@ -26,10 +28,14 @@ def extend_position_table(table, method, max_position, alpha=0.4):
     return PositionExtension(method, alpha, max_position).table(table, max_position)
 
 
-def extend_checkpoint(config_path, checkpoint_path, method, max_position, out_dir, alpha=0.4, overwrite=False):
+def extend_checkpoint(config_path, checkpoint_path, method, max_position, out_dir, alpha=None, overwrite=False,
+                      override_position_extension=False):
     """Write ``out_dir/bert_config.json``, ``vocab.txt`` (if found) and ``bert_model.ckpt.*`` with the long table.
 
-    ``copy`` to a length that is not a multiple of n ends with a truncated tile.
+    ``copy`` to a length that is not a multiple of n ends with a truncated tile. ``alpha`` (hierarchical):
+    None takes the alpha the source's config records, else 0.4. A source trained with another extension
+    (recorded in its config) is refused unless ``override_position_extension``: the new rows would differ
+    from the ones it was trained to read.
     ``out_dir`` must be new or empty (or an earlier output, with ``overwrite=True``),
     and not the source's folder; it appears only when complete (`bert4long.outputs.OutputFolder`).
     Returns ``(config_path, checkpoint_prefix)``.
@@ -47,11 +53,18 @@ def extend_checkpoint(config_path, checkpoint_path, method, max_position, out_di
     if POSITION_VARIABLE not in variables:
         raise ValueError(f"Checkpoint {reader.prefix!r} has no {POSITION_VARIABLE!r}: nothing to extend "
                          "(relative/rotary models such as NEZHA and RoFormer need no extension).")
+    recorded = recorded_extension(config, repr(os.fspath(config_path)))
+    if alpha is None and recorded is not None and recorded.method == method:
+        alpha = recorded.alpha
     extension = PositionExtension(method, alpha, max_position)
+    if recorded is not None and not reads_alike(extension, recorded) and not override_position_extension:
+        raise ValueError(f"{config_path!r} records the position extension {describe(recorded)}, the one this "
+                         f"checkpoint was trained with; extending by {describe(extension)} would write other rows. "
+                         "Extend with the recorded method (and alpha), or pass --override-position-extension.")
+    trained = variables[POSITION_VARIABLE].shape[0]
     variables[POSITION_VARIABLE] = extension.table(variables[POSITION_VARIABLE], max_position)
     config["max_position_embeddings"] = max_position
-    config["bert4long_position_extension"] = {"method": method, "from": int(reader.get(POSITION_VARIABLE).shape[0]),
-                                    **({"alpha": extension.alpha} if method == "hierarchical" else {})}
+    config[RECORD_KEY] = position_record(extension, trained, materialized=True)
     with OutputFolder(out_dir, "extend", inputs=[config_path, reader.prefix], overwrite=overwrite) as staging:
         with open(os.path.join(staging, "bert_config.json"), "w", encoding="utf-8") as f:
             json.dump(config, f, indent=2)

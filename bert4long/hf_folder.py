@@ -19,6 +19,7 @@ import numpy as np
 from bert4long.checkpoint_layout import STRUCTURE_KEYS, to_checkpoint
 from bert4long.huggingface import WEIGHT_FILENAME, read_huggingface_config
 from bert4long.outputs import atomic_write, write_text_atomically
+from bert4long.position_record import RECORD_KEY, position_record
 
 
 class SafetensorsFolder:
@@ -153,7 +154,8 @@ class HuggingFaceFamily:
         raise NotImplementedError
 
     def save_weights_as_checkpoint(self, folder):
-        """Write ``config.json`` + ``model.safetensors`` that transformers loads (and bert4long reads back).
+        """Write ``config.json`` + ``model.safetensors`` that transformers loads (and bert4long reads back); an
+        extended position table is recorded in ``config.json`` (`bert4long.position_record`).
 
         Example:
         >>> model = build_transformer_model(checkpoint_path="longformer/", return_keras_model=False)  # doctest: +SKIP
@@ -169,4 +171,8 @@ class HuggingFaceFamily:
         os.makedirs(folder, exist_ok=True)
         atomic_write(os.path.join(folder, WEIGHT_FILENAME),
                      lambda tmp: save_file(tensors, tmp, metadata={"format": "pt"}))
-        write_text_atomically(os.path.join(folder, "config.json"), json.dumps(self.huggingface_config(), indent=2))
+        config = self.huggingface_config()
+        record = position_record(self.position_extension, self.max_position)   # (transformers keeps the extra key)
+        if record is not None:
+            config[RECORD_KEY] = record
+        write_text_atomically(os.path.join(folder, "config.json"), json.dumps(config, indent=2))

@@ -66,6 +66,7 @@ from bert4long.model_registry import (  # noqa: F401 -- MODEL_CLASSES, family_mo
     models_attribute,
     registered_model_class,
 )
+from bert4long.position_record import restore_position_options
 
 APPLICATIONS = ("encoder", "lm", "unilm")
 
@@ -351,7 +352,7 @@ def __getattr__(name):
 
 def build_transformer_model(
     config_path=None, checkpoint_path=None, model="bert", application="encoder", return_keras_model=True,
-    partial_load=False, **kwargs
+    partial_load=False, override_position_extension=False, **kwargs
 ):
     """Build a BERT-family model from a JSON config and load an original checkpoint.
 
@@ -375,6 +376,10 @@ def build_transformer_model(
             configuration (trained weights dropped, settings that differ from the
             config stored beside it) with a warning instead of an error; see
             `Transformer.load_weights_from_checkpoint`.
+        override_position_extension: True builds with the position options given
+            although the config records another extension (`bert4long.position_record`:
+            a config bert4long wrote says how it was trained; with no position option
+            the model gets that one, and a different one is an error).
         **kwargs: ``with_pool``, ``with_nsp``, ``with_mlm`` (True: probabilities,
             ``'linear'``: logits), ``gathered_mlm`` (extra input of masked positions;
             MLM output only there), ``hierarchical_position`` (None, True = 0.4, or
@@ -397,6 +402,7 @@ def build_transformer_model(
         config_path = os.path.join(checkpoint_path, "config.json")
     if config_path is not None:
         configs.update(read_config(config_path))
+        kwargs = restore_position_options(configs, kwargs, repr(os.fspath(config_path)), override_position_extension)
         if "model_type" in configs:  # a Hugging Face config.json
             configs = read_huggingface_config(config_path)
             family = configs.pop("model")

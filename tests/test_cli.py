@@ -47,7 +47,8 @@ def test_pretrain_resume_info_export(tiny_bert, corpus, tmp_path, capsys, monkey
     capsys.readouterr()
     assert main(["info", str(tmp_path / "run")]) == 0
     info = capsys.readouterr()
-    assert "up to 256 with --hierarchical-position" in info.out, info.err[-2000:]
+    assert "up to 256 tokens with the position extension its config records, hierarchical (alpha 0.4)" in info.out, \
+        info.err[-2000:]
     assert "bert/encoder/layer_1/output/dense/kernel [32, 16]" in info.out
 
     exported = bert4long("export", "--checkpoint", str(tmp_path / "run" / "bert_model.ckpt"), "--hierarchical-position",

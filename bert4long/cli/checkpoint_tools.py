@@ -103,13 +103,11 @@ def _refuse_raw_text_for(folder):
 def _fine_tuned_model(args):
     """``(model, label names)`` `bert4long finetune` saved in --run; for --raw-text, its WordPiece vocab, casing
     and length."""
-    import keras
-
-    import bert4long  # noqa: F401  (registers the classes the saved model names)
+    from bert4long.cli.run_folder import load_final_model
     from bert4long.cli.tasks import MODEL_FILES, read_run_settings
 
     settings = read_run_settings(args.run, "or --checkpoint for an encoder")
-    model = keras.models.load_model(os.path.join(args.run, MODEL_FILES[settings["task"]]))
+    model = load_final_model(os.path.join(args.run, MODEL_FILES[settings["task"]]))
     if args.raw_text:
         vocab = os.path.join(args.run, "vocab.txt")
         _refuse_raw_text_for(None if os.path.isfile(vocab) else args.run)
@@ -153,7 +151,8 @@ def run_info(args):
         return
     reader = open_checkpoint(args.checkpoint)  # the same choice of format as model loading
     if isinstance(reader, HuggingFaceReader):
-        config = read_huggingface_config(os.path.join(args.checkpoint, "config.json"))
+        config_path = os.path.join(args.checkpoint, "config.json")
+        config = read_huggingface_config(config_path)
     else:
         config_path = args.config or os.path.join(os.path.dirname(reader.prefix), "bert_config.json")
         config = read_config(config_path) if os.path.isfile(config_path) else {}
@@ -166,8 +165,7 @@ def run_info(args):
         print(f"  {name} {list(reader.shape(name))}")
     n = trained_positions(config)
     if n:
-        print(f"lengths: up to {n} tokens as trained; up to {n * n} with --hierarchical-position "
-              f"(hierarchical_position=True); longer: split into chunks (finetune --pooling chunks)")
+        print(_lengths_line(n, read_config(config_path) if os.path.isfile(config_path) else {}, config_path))
     heads = [h for h, p in (("MLM", "cls/predictions/"), ("NSP", "cls/seq_relationship/"), ("pooler", "bert/pooler/"))
              if any(name.startswith(p) for name in reader.names())]
     print(f"heads: {', '.join(heads) or 'none (encoder only)'}")
@@ -176,6 +174,24 @@ def run_info(args):
         parameters = sum(int(np.prod(reader.shape(name))) for name in reader.names()
                          if not name.endswith(("adam_m", "adam_v")))
         _print_attention_fit(config, parameters, _memory_bytes())
+
+
+def _lengths_line(n, config, path):
+    """The lengths a checkpoint of ``n`` trained positions reads: with the extension its ``config`` records (that
+    every command applies, `bert4long.position_record`), else as trained or with --hierarchical-position."""
+    from bert4long.position_record import RECORD_KEY, describe, recorded_extension
+
+    recorded = recorded_extension(config, path)
+    longer = "longer: split into chunks (finetune --pooling chunks)"
+    if recorded is not None:
+        return (f"lengths: up to {recorded.capacity(n) or 'any number of'} tokens with the position extension its "
+                f"config records, {describe(recorded)}, which every command applies ({n} trained positions); "
+                + longer)
+    record = config.get(RECORD_KEY)
+    made = (f" (rows {record.get('trained_positions')}+ made by `bert4long extend`, {record.get('method')})"
+            if record else "")
+    return (f"lengths: up to {n} tokens as trained{made}; up to {n * n} with --hierarchical-position "
+            f"(hierarchical_position=True); {longer}")
 
 
 def _tokenizer_line(args):
@@ -193,7 +209,9 @@ def _print_family_info(folder):
     """Config, tensors, lengths and heads of a Longformer / BigBird / ModernBERT folder (safetensors names)."""
     from safetensors import safe_open
 
+    from bert4long.config_keys import read_config
     from bert4long.huggingface import WEIGHT_FILENAME, read_huggingface_config
+    from bert4long.position_record import recorded_extension
 
     config = read_huggingface_config(folder)
     print("config:")
@@ -209,7 +227,11 @@ def _print_family_info(folder):
     for name in sorted(shapes):
         print(f"  {name} {list(shapes[name])}")
     n = config.get("max_position")
-    if n:
+    raw_path = os.path.join(folder, "config.json")
+    raw = read_config(raw_path)
+    if n and recorded_extension(raw, raw_path) is not None:   # (BigBird: bert4long wrote it with extended positions)
+        print(_lengths_line(n, raw, raw_path))
+    elif n:
         print(f"lengths: up to {n} tokens as trained ({config['model']}); longer: split into chunks (finetune "
               "--pooling chunks)")
     bare = [name.split(".", 1)[1] if name.startswith(("longformer.", "bert.", "model.")) else name for name in shapes]
@@ -268,7 +290,10 @@ def add_extend_arguments(parser):
                         help="hierarchical (first n rows unchanged, up to n*n), copy (tile the n rows, as "
                              "Longformer), interpolate (position interpolation)")
     parser.add_argument("--max-position", type=int, required=True, help="the new max_position_embeddings")
-    parser.add_argument("--alpha", type=float, default=0.4, help="hierarchical alpha (default 0.4)")
+    parser.add_argument("--alpha", type=float,
+                        help="hierarchical alpha (default: the one the checkpoint's config records, else 0.4)")
+    parser.add_argument("--override-position-extension", action="store_true",
+                        help="extend with --method although the checkpoint's config records another extension")
     parser.add_argument("--out", required=True, help="folder for bert_config.json, vocab.txt, bert_model.ckpt.*")
     add_overwrite_argument(parser)
 
@@ -281,12 +306,12 @@ def run_extend(args):
         with tempfile.TemporaryDirectory() as google:   # the Google layout of the source, read once
             config, checkpoint = convert_huggingface_folder(args.checkpoint, os.path.join(google, "source"))
             new_config, prefix = extend_checkpoint(config, checkpoint, args.method, args.max_position, args.out,
-                                                   args.alpha, overwrite=args.overwrite)
+                                                   args.alpha, args.overwrite, args.override_position_extension)
     elif args.config is None:
         raise SystemExit("error: extend needs --config (no bert_config.json beside the checkpoint)")
     else:
         new_config, prefix = extend_checkpoint(args.config, args.checkpoint, args.method, args.max_position,
-                                               args.out, args.alpha, overwrite=args.overwrite)
+                                               args.out, args.alpha, args.overwrite, args.override_position_extension)
     print(f"wrote {prefix} (max_position_embeddings = {args.max_position}, {args.method}) and {new_config}")
 
 

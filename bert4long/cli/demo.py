@@ -33,6 +33,7 @@ def apply_demo(args):
     for key, value in DEMO_SETTINGS.items():
         if key not in args.given:
             setattr(args, key, value)
+    args.override_position_extension = True   # it compares extensions, whatever the checkpoint records
     if "checkpoint" not in args.given:
         args.checkpoint, args.config = pretrained.checkpoint(), os.path.join(pretrained.path(), "bert_config.json")
     elif args.config is None and not os.path.isdir(args.checkpoint):
@@ -90,11 +91,14 @@ def _method_kwargs(method, args):
     """The model of ``method``, with the attention options given (--attention, --attention-config, --recompute)."""
     from bert4long.cli.options import model_kwargs
 
-    kwargs = {k: v for k, v in model_kwargs(args).items() if k in ("attention", "attention_config", "recompute")}
+    kwargs = {k: v for k, v in model_kwargs(args).items()
+              if k in ("attention", "attention_config", "recompute", "override_position_extension")}
     if method == "hierarchical":
         kwargs["hierarchical_position"] = args.hierarchical_position
     elif method == "copy":
         kwargs.update(position_extension="copy", position_extension_length=args.seq_len)
+    else:   # split: the trained positions only, whatever the checkpoint records
+        kwargs["position_extension"] = "none"
     return kwargs
 
 

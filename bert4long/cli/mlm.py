@@ -25,9 +25,16 @@ from bert4long.cli.options import (
     non_negative_int,
     positive_int,
 )
-from bert4long.cli.run_folder import copy_tokenizer, print_summary, run_settings, saved_line, start_writing
+from bert4long.cli.run_folder import (
+    copy_tokenizer,
+    print_summary,
+    run_settings,
+    save_final_model,
+    saved_line,
+    start_writing,
+)
 from bert4long.huggingface import FAMILY_MODELS
-from bert4long.outputs import atomic_write, write_text_atomically
+from bert4long.outputs import write_text_atomically
 
 
 def add_pretrain_arguments(parser):
@@ -128,8 +135,8 @@ def _run_config(args, builder, train_seqs):
 
 def _save_pretrained(args, model, builder):
     """Write the checkpoint (a Hugging Face folder for Longformer, BigBird and ModernBERT, else the Google
-    layout and its config), the tokenizer files and ``model.keras`` to --out; return the files' descriptions
-    for the summary."""
+    layout and its config, both recording the position extension), the tokenizer files and ``model.keras``
+    (no optimizer state: `save_final_model`) to --out; return the files' descriptions for the summary."""
     if builder.model_name in FAMILY_MODELS:
         builder.save_weights_as_checkpoint(args.out)
         files = [os.path.join(args.out, "config.json"), os.path.join(args.out, "model.safetensors")]
@@ -140,7 +147,7 @@ def _save_pretrained(args, model, builder):
         files = [prefix + ".index/.data-*"]
     copy_tokenizer(args, args.out)
     keras_path = os.path.join(args.out, "model.keras")
-    atomic_write(keras_path, model.save, suffix=".keras")
+    save_final_model(model, keras_path)
     files.append(keras_path)
     if os.path.isdir(os.path.join(args.out, "logs")):
         files.append(os.path.join(args.out, "logs") + " (TensorBoard)")
@@ -228,7 +235,7 @@ def run_pretrain(args):
                                          segment_ids=segments),
         steps=args.steps, out_dir=args.out, config=config, save_every=args.save_every if is_chief(strategy) else 0,
         tokens_per_step=args.batch_size * args.seq_len, verbose=0 if args.quiet else "auto",
-        accept_changes=args.accept_changes, on_save=saved_line)
+        keep=args.keep_checkpoints, accept_changes=args.accept_changes, on_save=saved_line)
     after = {n: accuracy_at(n, args.eval_sequences) for n in lengths}
     files = _save_pretrained(args, model, builder) if is_chief(strategy) else []
     print_summary(_summary_rows(summary, lengths, before, after, files))
@@ -239,6 +246,7 @@ def run_pretrain(args):
 def _fit_head(model, tokenizer, sequences, length, args, jit, steps):
     """Fit only the MLM head (the encoder frozen), for checkpoints that ship without one."""
     from bert4long.training import compile_mlm, make_optimizer, masker_for, mlm_batches, takes_segment_ids
+    from bert4long.training.loop import progress_verbosity
 
     if not steps:
         return
@@ -251,7 +259,7 @@ def _fit_head(model, tokenizer, sequences, length, args, jit, steps):
     batches = mlm_batches(sequences, masker_for(tokenizer, length), 2, seed=args.seed + 1,
                           segment_ids=takes_segment_ids(model))
     model.fit(batches, steps_per_epoch=steps,
-              epochs=1, verbose=0 if args.quiet else "auto", shuffle=False)
+              epochs=1, verbose=progress_verbosity(0 if args.quiet else "auto"), shuffle=False)
     for layer in frozen:
         layer.trainable = True
     compile_mlm(model, optimizer, jit_compile=jit)

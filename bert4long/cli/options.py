@@ -9,6 +9,7 @@ import argparse
 import ast
 import inspect
 import math
+import os
 
 HIERARCHICAL_ALPHA = 0.4
 POSITION_EXTENSIONS = ("hierarchical", "copy", "interpolate")
@@ -73,6 +74,10 @@ def add_model_arguments(parser, checkpoint_required=True):
                              "(the table tiled, as Longformer) or interpolate (position interpolation)")
     parser.add_argument("--max-position", type=positive_int,
                         help="positions placed by --position-extension copy/interpolate (default: --seq-len)")
+    parser.add_argument("--override-position-extension", action="store_true",
+                        help="build with the position options given although the checkpoint's config records "
+                             "another extension (by default a checkpoint bert4long wrote is read with the extension "
+                             "it was trained with, and a different one is refused)")
     parser.add_argument("--attention", default="full",
                         help="attention kernel: full (default), chunked, sliding_window, bigbird, lsh, performer; "
                              "`bert4long info CHECKPOINT` shows which fits which length")
@@ -84,6 +89,9 @@ def add_training_arguments(parser):
     parser.add_argument("--batch-size", type=positive_int, default=8, help="global batch size (default 8)")
     parser.add_argument("--steps", type=positive_int, default=1000, help="total training steps (default 1000)")
     parser.add_argument("--save-every", type=positive_int, default=100, help="checkpoint every N steps (default 100)")
+    parser.add_argument("--keep-checkpoints", type=positive_int, default=2,
+                        help="resumable training states kept in OUT/checkpoints/, the newest (default 2; 1 keeps only "
+                             "the last)")
     parser.add_argument("--out", default="bert4long_run", help="output folder; rerun to resume (default bert4long_run)")
     parser.add_argument("--learning-rate", type=positive_float, default=5e-5, help="peak learning rate (default 5e-5)")
     parser.add_argument("--warmup-steps", type=non_negative_int, help="linear warmup steps (default 10%% of --steps)")
@@ -166,12 +174,14 @@ def _check_kernel_against_length(attention, config, seq_len):
 def check_model_options(args, max_position=None, check_length=True):
     """Check the model options against each other, the kernel and (with ``check_length``: commands that
     read --seq-len tokens at a time) the checkpoint's ``max_position``; sets ``args.attention_options``
-    (the parsed --attention-config)."""
+    (the parsed --attention-config) and the position options the checkpoint records
+    (`restore_recorded_positions`)."""
     from bert4long.layers.position_extension import PositionExtension
     from bert4long.models import MODELS
 
     if args.model is not None and args.model.lower() not in MODELS:
         raise ValueError(f"--model {args.model!r} is unknown: choose one of {sorted(MODELS)}")
+    restore_recorded_positions(args)
     if args.hierarchical_position is not None and args.position_extension not in (None, "hierarchical"):
         raise ValueError(f"--hierarchical-position conflicts with --position-extension {args.position_extension}: "
                          "give one of them")
@@ -200,10 +210,42 @@ def check_model_options(args, max_position=None, check_length=True):
                              f"(trained: {max_position}): {fix}")
 
 
+def _config_file(args):
+    """The config the model is read from: --config, else a Hugging Face --checkpoint folder's config.json."""
+    from bert4long.huggingface import is_huggingface_folder
+
+    if getattr(args, "config", None):
+        return args.config
+    checkpoint = getattr(args, "checkpoint", None)
+    return os.path.join(checkpoint, "config.json") if is_huggingface_folder(checkpoint) else None
+
+
+def restore_recorded_positions(args):
+    """Set the position options to the extension the checkpoint's config records (`bert4long.position_record`)
+    when none was given, saying so on stderr; refuse a different one unless --override-position-extension."""
+    import sys
+
+    from bert4long.config_keys import read_config
+    from bert4long.position_record import POSITION_OPTIONS, describe, recorded_extension, restore_position_options
+
+    path = _config_file(args)
+    config = read_config(path) if path and os.path.isfile(path) else {}
+    recorded = recorded_extension(config, path)
+    given = dict(zip(POSITION_OPTIONS, (args.hierarchical_position, args.position_extension, args.max_position)))
+    asked = any(value is not None for value in given.values())
+    if recorded is None or (asked and args.override_position_extension):
+        return
+    options = restore_position_options(config, given, f"--config {path!r}")
+    method = options["position_extension"]
+    args.hierarchical_position = options["hierarchical_position"]
+    args.position_extension = None if method == "hierarchical" else method
+    args.max_position = None if method == "hierarchical" else options["position_extension_length"]
+    if not asked:
+        print(f"positions: {describe(recorded)}, as recorded in {path}", file=sys.stderr)
+
+
 def _family_of(args):
     """The ``model_type`` of a Hugging Face --checkpoint folder that its own module builds, else None."""
-    import os
-
     from bert4long.huggingface import family_model_type, is_huggingface_folder
 
     checkpoint = getattr(args, "checkpoint", None)
@@ -229,4 +271,6 @@ def model_kwargs(args):
         kwargs["attention_config"] = dict(args.attention_options)
     if getattr(args, "recompute", False):
         kwargs["recompute"] = True
+    if getattr(args, "override_position_extension", False):
+        kwargs["override_position_extension"] = True
     return kwargs

@@ -52,6 +52,35 @@ def copy_tokenizer(args, out):
     return names
 
 
+def save_final_model(model, path):
+    """Write ``model`` to ``path`` (``.keras``) for use: a plain Keras functional model over the same layers
+    (nothing copied), without the optimizer's state or the compile settings. That is the weights' size, not
+    about 3x it (AdamW's two slots), and the run's resumable state stays in checkpoints/.
+
+    Keras 3 loads a custom class only once its module ran (it imports keras modules alone), so
+    ``keras.models.load_model(path)`` needs ``import bert4long`` first. Without it Keras stops at the first
+    class it does not know and prints that object's config: here one of bert4long's layers (module
+    ``bert4long.layers...``, about 1 kB), where a bert4long model class at the top would print the whole
+    graph (tens of kB). The loaded model is a ``keras.Model``: `load_final_model` range-checks it again.
+    """
+    import keras
+
+    plain = keras.Model(model.inputs, model.outputs, name=model.name)
+    atomic_write(path, plain.save, suffix=".keras")
+
+
+def load_final_model(path):
+    """The model `save_final_model` (or an earlier bert4long) wrote at ``path``, as a `CheckedModel` (its inputs
+    range-checked before a jit-compiled step)."""
+    import keras
+
+    import bert4long  # noqa: F401  (registers the classes the saved model names)
+    from bert4long.checked_model import CheckedModel
+
+    model = keras.models.load_model(path)
+    return CheckedModel(model.inputs, model.outputs, name=model.name)
+
+
 def print_summary(rows):
     width = max(len(k) for k, _ in rows)
     print("\n" + "\n".join(f"  {k.ljust(width)}  {v}" for k, v in rows), flush=True)

@@ -24,7 +24,15 @@ from bert4long.cli.options import (
     model_kwargs,
     positive_int,
 )
-from bert4long.cli.run_folder import copy_tokenizer, print_summary, run_settings, saved_line, start_writing
+from bert4long.cli.run_folder import (
+    copy_tokenizer,
+    load_final_model,
+    print_summary,
+    run_settings,
+    save_final_model,
+    saved_line,
+    start_writing,
+)
 from bert4long.outputs import atomic_write, write_text_atomically
 
 SETTINGS_FILE = "finetune.json"
@@ -225,10 +233,10 @@ def run_finetune(args):
     start_writing(args)
     summary = fit_resumable(model, batches, args.steps, args.out, settings, save_every=args.save_every,
                             verbose=0 if args.quiet else "auto", accept_changes=args.accept_changes,
-                            on_save=saved_line, callbacks=[epochs])
+                            on_save=saved_line, callbacks=[epochs], keep=args.keep_checkpoints)
     rows = [("steps", f"{summary['start_step']} -> {summary['steps']}"), *record.finish(summary)]
     path = os.path.join(args.out, MODEL_FILES[args.task])
-    atomic_write(path, model.save, suffix=".keras")
+    save_final_model(model, path)
     tokenizer_names = copy_tokenizer(args, args.out)
     write_text_atomically(os.path.join(args.out, SETTINGS_FILE), json.dumps(settings, indent=2))
     rows.append(("files", f"{path}, {SETTINGS_FILE}, {', '.join(tokenizer_names)} "
@@ -380,6 +388,7 @@ def run_predict(args):
 
     import bert4long.layers
     import bert4long.training  # noqa: F401
+    from bert4long.training.loop import progress_verbosity
 
     if args.run:
         settings = read_run_settings(args.run, "or --checkpoint for embeddings")
@@ -410,8 +419,9 @@ def run_predict(args):
         model = build_transformer_model(args.config, args.checkpoint, sequence_length=None,
                                         hierarchical_position=None)
     else:
-        model = keras.models.load_model(os.path.join(args.run, MODEL_FILES[task]))
-    progress = None if args.quiet else keras.utils.Progbar(len(items), unit_name="document")
+        model = load_final_model(os.path.join(args.run, MODEL_FILES[task]))
+    progress = None if args.quiet else keras.utils.Progbar(len(items), unit_name="document",
+                                                           verbose=progress_verbosity())
     predicted = []
 
     def write(tmp):   # (`atomic_write`'s temporary name holds this process's id: it cannot be an input)

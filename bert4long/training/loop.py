@@ -3,6 +3,7 @@ import contextlib
 import importlib.util
 import math
 import os
+import sys
 import time
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
@@ -51,6 +52,23 @@ class _StopOnNonFinite(keras.callbacks.Callback):
         if loss is not None and not np.isfinite(float(loss)):
             self.bad_step = int(self.model.optimizer.iterations.numpy())
             self.model.stop_training = True
+
+
+def progress_verbosity(verbose: str | int = "auto") -> int:
+    """Keras's ``verbose`` for ``verbose``: ``'auto'`` is 1 (a progress bar redrawn in place) when stdout is a
+    terminal and 2 (one plain line per epoch) when it is not; other values are kept.
+
+    Keras's own ``'auto'`` is 1 everywhere, and its progress bar redraws with backspaces, carriage returns and
+    colour codes whenever ``posix`` is imported, so a redirected log got one long line of redraws.
+
+    Example:
+    >>> from bert4long.training.loop import progress_verbosity
+    >>> progress_verbosity(0), progress_verbosity()   # (doctest output is not a terminal)
+    (0, 2)
+    """
+    if verbose != "auto":
+        return verbose
+    return 1 if getattr(sys.stdout, "isatty", lambda: False)() else 2
 
 
 def _log(message, verbose):
@@ -119,7 +137,9 @@ def fit_resumable(
     good checkpoint. SIGTERM or Ctrl-C stops at the next step boundary, saves a
     checkpoint there and raises `TrainingInterrupted`. While it checkpoints, the
     run holds ``out_dir``'s lock (`RunLock`): a second run on the same folder is
-    refused. ``save_every=0`` never checkpoints (e.g. on non-chief workers).
+    refused. ``save_every=0`` never checkpoints (e.g. on non-chief workers); ``keep``
+    complete states are kept (1: only the last). ``verbose='auto'`` draws a progress bar
+    on a terminal and one plain line per interval otherwise (`progress_verbosity`).
     ``on_save(step, directory)`` is called after every checkpoint written (the
     CLI prints a line, even when quiet).
 
@@ -132,6 +152,7 @@ def fit_resumable(
     ...                         steps=1000, out_dir="run", config={"seq_len": 512})  # doctest: +SKIP
     """
     run = RunDirectory(out_dir, config, keep=keep, accept_changes=accept_changes)
+    verbose = progress_verbosity(verbose)
     with (RunLock(run.out_dir) if save_every else contextlib.nullcontext()), signals_to(StopOnSignal()) as stopper:
         return _fit_intervals(model, make_dataset, steps, run, save_every, tokens_per_step, [stopper, *callbacks],
                               verbose, tensorboard, on_save)
