@@ -181,11 +181,15 @@ def _explain(counts, args, data):
                          f"{n}+ as well as its trained ones (whether more --steps close the gap: docs/results.md "
                          "follows it over 1,000 steps on a real BERT)" if gain < 0 else
                          ": the model uses the context beyond its trained length" if gain > 2 * error else ""))
-    for method in ("copy", "hierarchical"):
-        gap, error = _difference(counts["zero-shot", method], counts["zero-shot", "split"], "ge", groups)
-        if gap < 0:
-            lines.append(f"zero-shot {method} is below split at positions >= {n} ({100 * gap:+.1f} ± {100 * error:.1f}):"
-                         f" those positions were never trained, so the model has yet to learn to read them")
+    for region, where, why in (("lt", f"< {n}", f"these tokens now also attend to tokens at positions {n}+, which "
+                                "the model has never seen"),
+                               ("ge", f">= {n}", "those positions were never trained, so the model has yet to "
+                                "learn to read them")):
+        for method in ("copy", "hierarchical"):
+            gap, error = _difference(counts["zero-shot", method], counts["zero-shot", "split"], region, groups)
+            if gap < 0:
+                lines.append(f"zero-shot {method} is below split at positions {where} ({100 * gap:+.1f} ± "
+                             f"{100 * error:.1f}): {why}")
     for method, before in (("hierarchical", "hierarchical"), ("copy", "copy"), ("split", "split")):
         for region, where in (("lt", f"< {n}"), ("ge", f">= {n}")):
             change, error = _difference(counts["trained", method], counts["zero-shot", before], region, groups)
