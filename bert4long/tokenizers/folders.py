@@ -3,13 +3,14 @@ import glob
 import json
 import os
 
+from bert4long.tokenizers.casing import lower_case_of
 from bert4long.tokenizers.huggingface_tokenizer import (
     HuggingFaceTokenizer,
     byte_level_bpe,
     token_text,
 )
 from bert4long.tokenizers.sentencepiece_tokenizer import SpTokenizer
-from bert4long.tokenizers.wordpiece import Tokenizer, is_special, load_vocab
+from bert4long.tokenizers.wordpiece import Tokenizer, load_vocab
 
 TOKENIZER_FILES = ("tokenizer.json", "vocab.txt", "vocab.json + merges.txt", "*.model")
 
@@ -21,28 +22,12 @@ def _read_json(path):
         return json.load(f)
 
 
-def _is_cased(token_dict):
-    """A vocab is cased when it holds upper-case words (uncased BERT vocabs hold none)."""
-    return any(not is_special(t) and t != t.lower() for t in token_dict)
-
-
-def _lower_case(folder, token_dict):
-    """``do_lower_case`` from tokenizer_config.json, tokenizer.json's normalizer, or the vocab."""
-    config = _read_json(os.path.join(folder, "tokenizer_config.json"))
-    if "do_lower_case" in config:
-        return bool(config["do_lower_case"])
-    normalizer = _read_json(os.path.join(folder, "tokenizer.json")).get("normalizer") or {}
-    if "lowercase" in normalizer:
-        return bool(normalizer["lowercase"])
-    return not _is_cased(token_dict)
-
-
 def load_tokenizer(folder: str | os.PathLike) -> Tokenizer | SpTokenizer | HuggingFaceTokenizer:
     """The tokenizer of a checkpoint folder, with bert4keras's API.
 
     - WordPiece (a ``vocab.txt``, with or without a WordPiece ``tokenizer.json``):
-      bert4long's `Tokenizer`, lower-casing as ``tokenizer_config.json`` says (or,
-      without one, when the vocab has no upper-case words).
+      bert4long's `Tokenizer`, lower-casing as `bert4long.tokenizers.casing.lower_case_of`
+      decides (the folder's ``tokenizer_config.json``, else the vocab), as the command line does.
     - Any other ``tokenizer.json`` (RoBERTa / Longformer / BigBird / ModernBERT):
       `HuggingFaceTokenizer`, run by the ``tokenizers`` library.
     - ``vocab.json`` + ``merges.txt`` alone (older RoBERTa / Longformer folders):
@@ -71,7 +56,7 @@ def load_tokenizer(folder: str | os.PathLike) -> Tokenizer | SpTokenizer | Huggi
     model_type = _read_json(tokenizer_json).get("model", {}).get("type")
     if os.path.isfile(vocab_txt) and model_type in (None, "WordPiece"):
         token_dict = load_vocab(vocab_txt)
-        return Tokenizer(token_dict, do_lower_case=_lower_case(folder, token_dict))
+        return Tokenizer(token_dict, do_lower_case=lower_case_of(folder, token_dict))
     if os.path.isfile(tokenizer_json):
         return HuggingFaceTokenizer(tokenizer_json, special_tokens=config)
     vocab_json, merges = os.path.join(folder, "vocab.json"), os.path.join(folder, "merges.txt")
