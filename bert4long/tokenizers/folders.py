@@ -11,6 +11,8 @@ from bert4long.tokenizers.huggingface_tokenizer import (
 )
 from bert4long.tokenizers.sentencepiece_tokenizer import SpTokenizer
 from bert4long.tokenizers.wordpiece import Tokenizer, load_vocab
+from bert4long.tokenizers.xlm_roberta import MODEL_FILE as XLM_ROBERTA_MODEL_FILE
+from bert4long.tokenizers.xlm_roberta import XLMRobertaTokenizer
 
 TOKENIZER_FILES = ("tokenizer.json", "vocab.txt", "vocab.json + merges.txt", "*.model")
 
@@ -22,7 +24,20 @@ def _read_json(path):
         return json.load(f)
 
 
-def load_tokenizer(folder: str | os.PathLike) -> Tokenizer | SpTokenizer | HuggingFaceTokenizer:
+def _check_xlm_roberta(folder, config):
+    """Refuse a ``sentencepiece.bpe.model`` that the folder says is not XLM-RoBERTa's (CamemBERT's has other ids)."""
+    named = {"tokenizer_config.json": config.get("tokenizer_class"),
+             "config.json": _read_json(os.path.join(folder, "config.json")).get("model_type")}
+    for file, name in named.items():
+        if name is not None and not str(name).lower().replace("-", "").startswith("xlmroberta"):
+            raise ValueError(
+                f"{folder!r}: {XLM_ROBERTA_MODEL_FILE} is read with XLM-RoBERTa's fairseq ids, but {file} names "
+                f"{name!r}, whose ids may differ: save the tokenizer as a tokenizer.json "
+                "(transformers: AutoTokenizer.from_pretrained(folder).save_pretrained(folder)) and load that"
+            )
+
+
+def load_tokenizer(folder: str | os.PathLike) -> Tokenizer | SpTokenizer | XLMRobertaTokenizer | HuggingFaceTokenizer:
     """The tokenizer of a checkpoint folder, with bert4keras's API.
 
     - WordPiece (a ``vocab.txt``, with or without a WordPiece ``tokenizer.json``):
@@ -32,7 +47,10 @@ def load_tokenizer(folder: str | os.PathLike) -> Tokenizer | SpTokenizer | Huggi
       `HuggingFaceTokenizer`, run by the ``tokenizers`` library.
     - ``vocab.json`` + ``merges.txt`` alone (older RoBERTa / Longformer folders):
       RoBERTa's byte-level BPE, assembled with ``tokenizers`` as transformers does.
-    - A sentencepiece ``*.model`` alone (ALBERT's ``spiece.model``): `SpTokenizer`
+    - XLM-RoBERTa's ``sentencepiece.bpe.model`` alone: `XLMRobertaTokenizer` (fairseq's
+      ids: ``<s>`` 0, ``<pad>`` 1, ``</s>`` 2, ``<unk>`` 3, pieces + 1, ``<mask>`` last);
+      refused when ``tokenizer_config.json`` or ``config.json`` names another model.
+    - Another sentencepiece ``*.model`` alone (ALBERT's ``spiece.model``): `SpTokenizer`
       with ``[CLS]``/``[SEP]`` (or the ``cls_token``/``sep_token`` of
       ``tokenizer_config.json``).
 
@@ -62,6 +80,10 @@ def load_tokenizer(folder: str | os.PathLike) -> Tokenizer | SpTokenizer | Huggi
     vocab_json, merges = os.path.join(folder, "vocab.json"), os.path.join(folder, "merges.txt")
     if os.path.isfile(vocab_json) and os.path.isfile(merges):
         return HuggingFaceTokenizer(byte_level_bpe(vocab_json, merges, config), special_tokens=config)
+    xlm_roberta_model = os.path.join(folder, XLM_ROBERTA_MODEL_FILE)
+    if os.path.isfile(xlm_roberta_model):
+        _check_xlm_roberta(folder, config)
+        return XLMRobertaTokenizer(xlm_roberta_model)
     models = sorted(glob.glob(os.path.join(folder, "*.model")))
     if models:
         return SpTokenizer(models[0], token_start=token_text(config.get("cls_token", "[CLS]")),
