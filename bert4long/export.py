@@ -150,9 +150,8 @@ def export_saved_model(
     (default: what the model can place, None for unlimited rotary/relative
     positions); a lower cap bounds a request's memory.
 
-    With ``raw_text=True``, ``serving_default`` takes a string tensor
-    ``[batch]`` of UTF-8 documents (``texts``; a scalar string is one document,
-    answered as a batch of one) and tokenizes them in the graph
+    With ``raw_text=True``, ``serving_default`` takes a string tensor ``[batch]`` of UTF-8
+    documents (``texts``; a scalar is one document, a batch of one) and tokenizes them in the graph
     with exactly ``tokenizer``'s ids (a `bert4long.tokenizers.Tokenizer`),
     applying ``strategy`` (``head``, ``tail``, ``head+tail`` with
     ``head_len``, or ``chunks`` with ``chunk_overlap``, ``pool`` and
