@@ -1,5 +1,10 @@
 """`CheckedModel`: a Keras model whose inputs are range-checked before every compiled step.
 
+Keras casts the values given for an integer input to int32, so a float id 5.7 would be read as 5:
+`CheckedModel.call` asserts first that such values are whole numbers (`whole_number_checks`, an
+``InvalidArgumentError`` eagerly, in `tf.function` and in ``fit``), and `check_inputs` refuses them on
+the host before a jit-compiled step, where XLA drops assertions.
+
 The embedding, position and gather layers assert their ids
 (`bert4long.layers.range_checks`), which is an error eagerly, in `tf.function`
 and in a SavedModel. XLA drops assertions, so with ``jit_compile=True``
@@ -34,6 +39,7 @@ import itertools
 
 import keras
 import numpy as np
+import tensorflow as tf
 
 FIXES = {
     "Input-Token": "token ids must come from this model's vocabulary (vocab_size {limit}): use the checkpoint's own "
@@ -43,6 +49,10 @@ FIXES = {
     "Input-Masked-Positions": "masked positions must index the sequence ({limit} tokens in this batch)",
     "Input-Attention-Mask": "the attention mask holds 0 (padding), 1 (local) or 2 (global)",
 }
+
+
+WHOLE_IDS = ("ids are integers (a float id would be cut to the one below it); pass an integer array, e.g. "
+             "np.asarray(ids, dtype='int32').")
 
 
 def _walk(layer):
@@ -85,6 +95,26 @@ def _first_outside(values, limit):
     return int(values[index]), where
 
 
+def whole_number_checks(model, x):
+    """Assertions that the floating-point values ``x`` gives for ``model``'s integer inputs are whole numbers.
+
+    Keras casts them to the inputs' int32, which would read 5.7 as 5; the assertions raise
+    ``InvalidArgumentError`` instead, eagerly, in `tf.function` and in a non-XLA ``fit`` (XLA drops them:
+    `check_inputs` covers the compiled step). Integer inputs get none, so they cost nothing.
+    """
+    integer = {tensor.name for tensor in model.inputs if "int" in keras.backend.standardize_dtype(tensor.dtype)}
+    checks = []
+    for name, value in named_inputs(model, x):
+        if name not in integer or value is None:
+            continue
+        value = value if hasattr(value, "dtype") else np.asarray(value)
+        if keras.backend.is_float_dtype(keras.backend.standardize_dtype(value.dtype)):
+            value = tf.convert_to_tensor(value)
+            checks.append(tf.debugging.assert_equal(
+                value, tf.round(value), message=f"Input {name!r} holds a value that is not a whole number: {WHOLE_IDS}"))
+    return checks
+
+
 def check_inputs(model, x, limits=None):
     """Raise ``ValueError`` if batch ``x`` holds an id ``model`` cannot embed or a sequence it cannot place.
 
@@ -113,9 +143,7 @@ def check_inputs(model, x, limits=None):
         if limit is not None and np.issubdtype(values.dtype, np.floating) and values.size \
                 and not np.all(values == np.round(values)):
             index = tuple(int(i) for i in np.argwhere(values != np.round(values))[0])
-            raise ValueError(f"Input {name!r} holds {values[index]!r} at {index}, not a whole number: ids are "
-                             "integers (a float id would be cut to the one below it); pass an integer array, e.g. "
-                             "np.asarray(ids, dtype='int32').")
+            raise ValueError(f"Input {name!r} holds {values[index]!r} at {index}, not a whole number: {WHOLE_IDS}")
         if limit is None or values.size == 0 or (values.min() >= 0 and values.max() < limit):
             continue
         value, where = _first_outside(values, limit)
@@ -140,7 +168,12 @@ class _CheckedBatches:
 
 @keras.saving.register_keras_serializable(package="bert4long")
 class CheckedModel(keras.Model):
-    """Functional model that range-checks each batch before a jit-compiled step (see the module docstring)."""
+    """Functional model that refuses float ids that are not whole numbers and range-checks each batch before a
+    jit-compiled step (see the module docstring)."""
+
+    def call(self, inputs, training=None, mask=None, **kwargs):
+        with tf.control_dependencies(whole_number_checks(self, inputs)):
+            return super().call(inputs, training=training, mask=mask, **kwargs)
 
     def _checked_step(self, function):
         limits = input_limits(self)

@@ -116,6 +116,32 @@ def load_mapped_weights(builder, reader):
         variable.assign(value.astype(variable.dtype))
 
 
+def check_sizes_before_build(builder, reader, config_path=None):
+    """Raise ``ValueError`` where the sizes ``builder``'s configuration gives its tables
+    (`CheckpointIO.checkpoint_sizes`) differ from ``reader``'s tensors. Run before the model is built: a
+    ``vocab_size`` of 10**9 is then a message naming the file, the key, both sizes and the fix, not an
+    out-of-memory error. Tensors the checkpoint lacks are left to the load, which names them."""
+    mapping = builder.variable_mapping()
+    for (layer_name, path), sizes in builder.checkpoint_sizes().items():
+        target = mapping.get(layer_name, {}).get(path)
+        name, transform = (target, None) if isinstance(target, str) or target is None else target
+        if name is None or name not in reader or len(reader.shape(name)) != len(sizes):
+            continue
+        stored = tuple(reader.shape(name))
+        theirs = stored[::-1] if transform == "transpose" else stored
+        for axis, ((key, size), their_size) in enumerate(zip(sizes, theirs)):
+            if size == their_size or axis == 0 and transform == "keep_tokens" and builder.keep_tokens is not None:
+                continue
+            source = f" (safetensors key {reader.source_name(name)!r})" if hasattr(reader, "source_name") else ""
+            raise ValueError(
+                f"Shape mismatch: checkpoint variable {name!r}{source} has shape {stored} but the configuration "
+                f"builds {tuple(s for _, s in sizes)} for layer {layer_name!r} weight {path!r}: the configuration's "
+                f"{key} differs from the checkpoint's ({size} in {config_path or 'the arguments'}, {their_size} in "
+                f"{reader.prefix!r}). Fix {key} to match the checkpoint, or use the config stored with it. Nothing "
+                "was built."
+            )
+
+
 def check_checkpoint_matches(builder, reader, partial_load=False):
     """Raise ``ValueError`` where ``reader``'s checkpoint and ``builder``'s configuration disagree: trained
     variables it would drop, structural settings that differ from the config stored beside the checkpoint.
@@ -257,6 +283,27 @@ class CheckpointIO:
     def variable_mapping(self):
         """``{layer name: {weight path: checkpoint name or (name, transform)}}``."""
         raise NotImplementedError
+
+    def checkpoint_sizes(self):
+        """``{(layer name, weight path): ((config key, size) per dimension)}``: the shapes, as the layers hold
+        them, that this configuration gives the weights whose size a checkpoint reveals (the embedding tables and
+        the feed-forward width), for `check_sizes_before_build`. A family whose tables differ overrides it.
+
+        Example:
+        >>> from bert4long.models import build_transformer_model
+        >>> bert = build_transformer_model(vocab_size=50, hidden_size=8, num_hidden_layers=1, num_attention_heads=2,
+        ...                                intermediate_size=16, return_keras_model=False)
+        >>> bert.checkpoint_sizes()[("Embedding-Token", "embeddings")]
+        (('vocab_size', 50), ('hidden_size', 8))
+        """
+        width = ("embedding_size" if self.embedding_size != self.hidden_size else "hidden_size", self.embedding_size)
+        sizes = {("Embedding-Token", "embeddings"): (("vocab_size", self.vocab_size), width),
+                 ("Embedding-Position", "embeddings"): (("max_position_embeddings", self.max_position), width),
+                 (self.layer_names(0)[1], "output_dense.kernel"): (("intermediate_size", self.intermediate_size),
+                                                                    ("hidden_size", self.hidden_size))}
+        if self.segment_vocab_size:
+            sizes["Embedding-Segment", "embeddings"] = (("type_vocab_size", self.segment_vocab_size), width)
+        return sizes
 
     def _mapped_weights(self):
         """Yield ``(layer name, weight path, variable, checkpoint name, transform)`` for present layers."""

@@ -150,8 +150,8 @@ def export_saved_model(
     (default: what the model can place, None for unlimited rotary/relative
     positions); a lower cap bounds a request's memory.
 
-    With ``raw_text=True``, ``serving_default`` takes a string tensor
-    ``[batch]`` of UTF-8 documents (``texts``) and tokenizes them in the graph
+    With ``raw_text=True``, ``serving_default`` takes a string tensor ``[batch]`` of UTF-8
+    documents (``texts``; a scalar is one document, a batch of one) and tokenizes them in the graph
     with exactly ``tokenizer``'s ids (a `bert4long.tokenizers.Tokenizer`),
     applying ``strategy`` (``head``, ``tail``, ``head+tail`` with
     ``head_len``, or ``chunks`` with ``chunk_overlap``, ``pool`` and
@@ -197,7 +197,7 @@ def export_saved_model(
         if label_names is not None:
             serve_text = _with_label_names(serve_text, label_names)
         archive.add_endpoint("serving_default", tf.function(
-            serve_text, input_signature=[tf.TensorSpec([None], tf.string, name="texts")]))
+            serve_text, input_signature=[tf.TensorSpec(None, tf.string, name="texts")]))  # [batch], or a scalar
         archive.add_endpoint("serve_token_ids", tf.function(serve_ids, input_signature=signature))
     else:
         archive.add_endpoint("serving_default", tf.function(serve_ids, input_signature=signature))

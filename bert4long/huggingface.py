@@ -166,7 +166,14 @@ class HuggingFaceReader:
         return np.ascontiguousarray(value)
 
     def shape(self, name):
-        return tuple(self.get(name).shape)
+        """The shape `get` returns, read from the file's header (no tensor is loaded)."""
+        key, transform = self._sources[name]
+        shape = tuple(self._file.get_slice(key).get_shape())
+        if transform == "transpose":
+            return shape[::-1]
+        if transform == "position_offset":
+            return (shape[0] - self.offset, *shape[1:])
+        return shape
 
 
 def convert_huggingface_folder(folder, out_dir, overwrite=False):

@@ -145,17 +145,27 @@ class Longformer(HuggingFaceFamily, BERT):
             "num_hidden_layers": self.num_hidden_layers, "num_attention_heads": self.num_attention_heads,
             "intermediate_size": self.intermediate_size, "hidden_act": self.hidden_act,
             "hidden_dropout_prob": self.dropout_rate, "attention_probs_dropout_prob": self.attention_dropout_rate,
-            "max_position_embeddings": self.max_position + self.pad_token_id + 1,
+            "max_position_embeddings": self.position_rows(),
             "type_vocab_size": self.segment_vocab_size, "initializer_range": self.initializer.stddev,
             "layer_norm_eps": self.layer_norm_epsilon, "pad_token_id": self.pad_token_id,
             "attention_window": self.attention_window,
         }
 
+    def position_rows(self):
+        """Rows of the position table: RoBERTa's positions start after ``pad_token_id``."""
+        return self.max_position + self.pad_token_id + 1
+
+    def checkpoint_sizes(self):
+        sizes = super().checkpoint_sizes()
+        width = sizes["Embedding-Position", "embeddings"][1]
+        sizes["Embedding-Position", "embeddings"] = (("max_position_embeddings", self.position_rows()), width)
+        return sizes
+
     def apply_position_embeddings(self, x):
         position_ids = RobertaPositionIds(self.pad_token_id, self.max_position, name="Embedding-Position-Ids")(
             self.inputs[0])
         positions = keras.layers.Embedding(
-            self.max_position + self.pad_token_id + 1,
+            self.position_rows(),
             self.embedding_size,
             embeddings_initializer=self.initializer,
             name="Embedding-Position",

@@ -26,6 +26,7 @@ from bert4long.checkpoint_layout import (  # noqa: F401 -- check_vocab_size, the
     STRUCTURE_KEYS,
     CheckpointIO,
     check_checkpoint_matches,
+    check_sizes_before_build,
     check_vocab_size,
     checkpoint_variables,
     load_mapped_weights,
@@ -421,6 +422,8 @@ def build_transformer_model(
     if missing:
         raise ValueError(f"Model configuration lacks {missing}: pass config_path (bert_config.json) or these arguments.")
     transformer = builder_class(**{k: v for k, v in configs.items() if k in accepted})
+    if checkpoint_path is not None:  # the config's sizes against the checkpoint's tensors, before any allocation
+        check_sizes_before_build(transformer, transformer.open_checkpoint(checkpoint_path), config_path)
     transformer.build()
     if checkpoint_path is not None:
         transformer.load_weights_from_checkpoint(checkpoint_path, partial_load=partial_load)

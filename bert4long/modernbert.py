@@ -348,6 +348,9 @@ class ModernBERT(Transformer):
         mapping["MLM-Bias"] = {"bias": ("decoder.bias", "keep_tokens")}
         return mapping
 
+    def open_checkpoint(self, checkpoint_path):
+        return ModernBertReader(checkpoint_path)
+
     def load_weights_from_checkpoint(self, checkpoint_path, partial_load=False):
         """Load every mapped weight from a Hugging Face ModernBERT folder, checking names and shapes.
 
@@ -443,6 +446,7 @@ class ModernBertReader:
     def __init__(self, folder):
         from safetensors import safe_open
 
+        self.prefix = folder
         self.path = os.path.join(folder, WEIGHT_FILENAME)
         if not os.path.isfile(self.path):
             found = ", ".join(sorted(os.listdir(folder))) if os.path.isdir(folder) else "not a folder"
@@ -465,6 +469,9 @@ class ModernBertReader:
 
     def get(self, name):
         return self._file.get_tensor(self._keys[name])
+
+    def shape(self, name):
+        return tuple(self._file.get_slice(self._keys[name]).get_shape())
 
     def encoder_names(self):
         """Names of the encoder's weights (not the task heads: ``head.``, ``decoder.``, ``classifier.``)."""

@@ -2,7 +2,9 @@
 
 `raw_text_serving` wraps a function of int32 ``token_ids``/``segment_ids``
 (the SavedModel's token-id signature) into a function of a string tensor
-``[batch]``, all in TensorFlow ops (`bert4long.tokenizers.graph_wordpiece`),
+``[batch]`` (a scalar string is one document, served as a batch of one; a
+higher rank is an ``InvalidArgumentError`` saying so), all in TensorFlow ops
+(`bert4long.tokenizers.graph_wordpiece`),
 so that `bert4long.export.export_saved_model` can write it as a signature.
 The strategy follows the Python pipeline exactly:
 
@@ -31,6 +33,8 @@ padding) and ``num_tokens`` (the document's content tokens before any cut).
 [[2, 4, 5, 3], [2, 4, 5, 3], [2, 4, 3, 0], [2, 3, 0, 0]]
 >>> out["num_chunks"].numpy().tolist(), [round(float(x), 2) for x in out["tokens"].numpy()[:, 0]]
 ([3, 1], [3.67, 2.0])
+>>> serve(tf.constant("a b"))["token_ids"].numpy().tolist()  # one document: a batch of one
+[[2, 4, 5, 3]]
 """
 import tensorflow as tf
 
@@ -69,7 +73,7 @@ def _wrap(rows, first, last, width):
 
 def raw_text_serving(serve_ids, tokenizer, output_ranks, seq_len, strategy="head", head_len=128, overlap=0,
                      pool="mean", max_chunks=16, attention_mask_input=False):
-    """A function of a string tensor ``[batch]`` of documents returning a dict of outputs.
+    """A function of a string tensor ``[batch]`` of documents (or a scalar: one) returning a dict of outputs.
 
     Args:
         serve_ids: ``serve_ids(token_ids, segment_ids, attention_mask)`` → dict of float32 outputs
@@ -91,6 +95,10 @@ def raw_text_serving(serve_ids, tokenizer, output_ranks, seq_len, strategy="head
     step = budget - overlap
 
     def serve_text(texts):
+        with tf.control_dependencies([tf.debugging.assert_less_equal(tf.rank(texts), 1, message=(
+                "texts must be a string tensor [batch] of documents (or one document as a scalar string, served "
+                "as a batch of one): flatten the request or send its documents one batch at a time"))]):
+            texts = tf.reshape(texts, [-1])  # a scalar is a batch of one
         ids, starts, ends = graph_tokenizer(texts)
         batch = tf.cast(ids.nrows(), tf.int32)
         lengths = tf.cast(ids.row_lengths(), tf.int32)

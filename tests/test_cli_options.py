@@ -8,8 +8,10 @@ import sys
 import pytest
 
 from bert4long.cli import build_parser, given_options, main
-from bert4long.cli.inputs import lower_case_for, tokenizer_for, vocab_is_cased
+from bert4long.cli.inputs import lower_case_for, tokenizer_for
 from bert4long.cli.options import check_model_options, model_kwargs
+from bert4long.tokenizers import load_tokenizer
+from bert4long.tokenizers.casing import vocab_is_cased
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -178,6 +180,27 @@ def test_casing_follows_the_vocab_unless_overridden(tmp_path):
     (folder / "tokenizer_config.json").write_text(json.dumps({"do_lower_case": True}))
     args = Namespace(vocab=None, checkpoint=str(folder), config=None, lower_case=None)
     assert lower_case_for(args, str(folder / "vocab.txt")) is True  # the checkpoint says so
+
+
+SPECIALS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
+FILLER = [f"w{i}" for i in range(199)]
+
+
+@pytest.mark.parametrize("pieces, config, expected", [
+    (["Paris", "paris", *FILLER], None, "paris"),  # one capitalised piece among 206 (issue 28): uncased
+    (["Paris", "paris", *(w.upper() for w in FILLER)], None, "Paris"),  # clearly cased
+    (["paris", "x", *FILLER], None, "paris"),  # clearly uncased
+    (["Paris", "paris", *FILLER], {"do_lower_case": False}, "Paris"),  # the folder's tokenizer_config.json
+], ids=["one-capital-in-206", "cased", "uncased", "config"])
+def test_command_line_and_load_tokenizer_agree_on_casing(tmp_path, pieces, config, expected):
+    from argparse import Namespace
+
+    (tmp_path / "vocab.txt").write_text("\n".join(SPECIALS + pieces) + "\n")
+    if config is not None:
+        (tmp_path / "tokenizer_config.json").write_text(json.dumps(config))
+    args = Namespace(vocab=str(tmp_path / "vocab.txt"), checkpoint=None, config=None, lower_case=None)
+    command_line, library = tokenizer_for(args), load_tokenizer(tmp_path)
+    assert command_line.tokenize("Paris") == library.tokenize("Paris") == ["[CLS]", expected, "[SEP]"]
 
 
 def test_labels_and_tags_are_checked_before_training(capsys, tiny_bert, tmp_path):

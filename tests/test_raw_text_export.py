@@ -234,3 +234,20 @@ def test_raw_text_options_are_checked():
         options = {"seq_len": 16, "strategy": "head", "head_len": 4, "overlap": 0, "pool": "mean", "max_chunks": 4}
         with pytest.raises(ValueError, match=message):
             check_raw_text_options(**dict(options, **kwargs))
+
+
+def test_raw_text_saved_model_serves_a_scalar_string_as_a_batch_of_one(tiny_bert, tmp_path):
+    from bert4long.export import export_saved_model
+
+    config, checkpoint, vocab = tiny_bert
+    export_saved_model(build_transformer_model(config, checkpoint), tmp_path / "served", raw_text=True,
+                       tokenizer=Tokenizer(vocab, do_lower_case=True), seq_len=8)
+    loaded = tf.saved_model.load(str(tmp_path / "served"))
+    signature = loaded.signatures["serving_default"]
+    batch = signature(texts=tf.constant(["w1 w2 w3"]))
+    for one in (signature(texts=tf.constant("w1 w2 w3")), loaded.serving_default(tf.constant("w1 w2 w3"))):
+        assert sorted(one) == sorted(batch)   # was: "slice index 0 of dimension 0 out of bounds"
+        for name in batch:
+            np.testing.assert_allclose(one[name], batch[name], atol=1e-6)
+    with pytest.raises(tf.errors.InvalidArgumentError, match=r"texts must be a string tensor \[batch\]"):
+        signature(texts=tf.constant([["w1", "w2"]]))

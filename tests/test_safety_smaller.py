@@ -74,3 +74,28 @@ def test_float_ids_and_empty_sequences_are_refused_before_an_xla_step(tiny_bert)
     check_inputs(model, [np.array([[2.0, 5.0, 3.0]]), segments])       # whole floats are ids as before
     with pytest.raises(ValueError, match=r"has 0 tokens per sequence"):
         check_inputs(model, [np.zeros((1, 0), "int32"), np.zeros((1, 0), "int32")])
+
+
+def test_float_ids_that_are_not_whole_are_refused_eagerly_in_tf_function_and_fit(tiny_bert):
+    import numpy as np
+    import tensorflow as tf
+
+    from bert4long.models import build_transformer_model
+
+    model = build_transformer_model(tiny_bert[0], tiny_bert[1])
+    tokens, whole, segments = np.array([[2.0, 5.7, 3.0]]), np.array([[2.0, 5.0, 3.0]]), np.zeros((1, 3))
+    refused = pytest.raises(tf.errors.InvalidArgumentError,
+                            match=r"Input \\?'Input-Token\\?' holds a value that is not a whole number.*int32")
+    expected = model([whole.astype("int32"), segments.astype("int32")])
+    np.testing.assert_array_equal(model([whole, segments]), expected)   # whole floats are ids as before
+    with refused:
+        model([tokens, segments])   # was: read as 5 (eager)
+    with refused:
+        tf.function(lambda t, s: model([t, s]))(tf.constant(tokens), tf.constant(segments))
+    with pytest.raises(tf.errors.InvalidArgumentError, match=r"Input-Segment\\?' holds a value that is not a whole"):
+        model([whole, segments + 0.5])
+    model.compile(optimizer="sgd", loss="mse", jit_compile=False)
+    target = np.zeros(expected.shape)
+    model.fit([whole, segments], target, verbose=0)
+    with refused:
+        model.fit([tokens, segments], target, verbose=0)

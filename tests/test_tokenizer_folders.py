@@ -41,6 +41,7 @@ TEXTS = [
     "word " * 30,
 ]
 PAIRS = [(TEXTS[0], TEXTS[4]), (TEXTS[7], TEXTS[2]), (TEXTS[3], TEXTS[7])]
+PLAIN_PAIRS = [(TEXTS[0], TEXTS[1]), *PAIRS[1:]]  # no literal special tokens
 
 
 def _train_byte_level_bpe(special_tokens):
@@ -192,3 +193,67 @@ def test_bad_folders_and_inputs(folders, tmp_path):
         tok.encode("a", "b", maxlen=2)
     with pytest.raises(ValueError, match="truncate_from"):
         tok.encode("a", truncate_from="middle")
+
+
+@pytest.fixture(scope="module")
+def xlm_roberta_folder(tmp_path_factory):
+    """A folder holding only a sentencepiece.bpe.model (XLM-RoBERTa's layout: <unk> <s> </s> first, no padding)."""
+    import sentencepiece
+
+    folder = tmp_path_factory.mktemp("xlm_roberta")
+    sentencepiece.SentencePieceTrainer.train(
+        sentence_iterator=iter(CORPUS), model_prefix=str(folder / "sentencepiece.bpe"), vocab_size=150,
+        hard_vocab_limit=False, minloglevel=2,
+    )
+    os.remove(folder / "sentencepiece.bpe.vocab")
+    return folder
+
+
+def test_xlm_roberta_sentencepiece_folder_has_fairseq_ids(xlm_roberta_folder):
+    from bert4long.tokenizers import XLMRobertaTokenizer
+
+    ref = transformers.XLMRobertaTokenizer.from_pretrained(xlm_roberta_folder)
+    tok = load_tokenizer(xlm_roberta_folder)
+    assert type(tok) is XLMRobertaTokenizer
+    assert tok.vocab_size == len(ref) == tok.sp_model.get_piece_size() + 2
+    assert [tok.cls_id, tok.pad_id, tok.sep_id, tok.unk_id, tok.mask_id] == \
+        [ref.cls_token_id, ref.pad_token_id, ref.sep_token_id, ref.unk_token_id, ref.mask_token_id]
+    for text in [*TEXTS, "Paris and Berlin", "numbers 2,048 and 4096"]:
+        ids, segments = tok.encode(text)
+        assert segments == [0] * len(ids)
+        if text == TEXTS[4]:  # "<s>" in a document is text (as in fairseq); transformers' unigram matches it as
+            assert not set(ids[1:-1]) & set(tok.special_ids) - {tok.unk_id}  # a piece, split_special_tokens or not
+            continue
+        want = ref(text, split_special_tokens=True)["input_ids"]
+        assert ids == want, text
+        assert tok.decode(ids) == ref.decode(want, skip_special_tokens=True), text
+    for first, second in PLAIN_PAIRS:
+        ids, segments = tok.encode(first, second)
+        assert ids == ref(first, second, split_special_tokens=True)["input_ids"] and set(segments) == {0}
+        for maxlen in (8, 13):  # bert4keras's cut: an odd one takes the extra token from the first text
+            want = ref(first, second, truncation=True, max_length=maxlen, split_special_tokens=True)["input_ids"]
+            assert len(tok.encode(first, second, maxlen=maxlen)[0]) == len(want)
+        assert tok.encode(first, maxlen=6)[0] == ref(first, truncation=True, max_length=6)["input_ids"]
+    for token in ("<s>", "</s>", "<pad>", "<unk>", "<mask>", "▁the", "no-such-token"):
+        assert tok.token_to_id(token) == ref.convert_tokens_to_ids(token), token
+    assert tok.ids_to_tokens(range(tok.vocab_size)) == ref.convert_ids_to_tokens(list(range(len(ref))))
+    assert tok.encode_documents(TEXTS[:2])[0].tolist() == tok.encode(TEXTS[0])[0][1:-1]
+
+
+def test_xlm_roberta_model_file_of_another_layout_is_refused(xlm_roberta_folder, tmp_path):
+    import shutil
+
+    import sentencepiece
+
+    shutil.copy(xlm_roberta_folder / "sentencepiece.bpe.model", tmp_path)
+    (tmp_path / "config.json").write_text(json.dumps({"model_type": "camembert"}))
+    with pytest.raises(ValueError, match=r"config\.json names 'camembert'.*tokenizer\.json"):
+        load_tokenizer(tmp_path)
+    (tmp_path / "config.json").write_text(json.dumps({"model_type": "xlm-roberta"}))
+    assert load_tokenizer(tmp_path).vocab_size == len(transformers.XLMRobertaTokenizer.from_pretrained(tmp_path))
+    sentencepiece.SentencePieceTrainer.train(  # ALBERT-like pieces: <pad> <unk> first
+        sentence_iterator=iter(CORPUS), model_prefix=str(tmp_path / "sentencepiece.bpe"), vocab_size=120,
+        pad_id=0, unk_id=1, bos_id=-1, eos_id=-1, hard_vocab_limit=False, minloglevel=2,
+    )
+    with pytest.raises(ValueError, match=r"not XLM-RoBERTa's \['<unk>', '<s>', '</s>'\]"):
+        load_tokenizer(tmp_path)

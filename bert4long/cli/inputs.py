@@ -3,8 +3,6 @@ tokenizer. Every error names the path it looked at and the option that fixes it.
 import json
 import os
 
-CASED_SHARE = 0.02  # a vocab whose word pieces hold capitals this often is cased (uncased ones hold none)
-
 
 def _folder_of(path):
     return path if os.path.isdir(path) else os.path.dirname(path)
@@ -111,32 +109,15 @@ def tokenizer_files(args):
     return [os.path.join(folder, n) for n in names if n in COPIED_TOKENIZER_FILES or n.endswith(".model")]
 
 
-def vocab_is_cased(tokens):
-    """True when word pieces of the vocabulary hold capitals (an uncased BERT vocab holds none).
-
-    >>> vocab_is_cased(["[CLS]", "[SEP]", "paris", "##is"]), vocab_is_cased(["[CLS]", "Paris", "paris", "##is"])
-    (False, True)
-    """
-    words = [t for t in tokens if not (t.startswith("[") and t.endswith("]"))]
-    capitals = sum(any(c.isupper() for c in t) for t in words)
-    return capitals > max(0, CASED_SHARE * len(words)) if len(words) >= 100 else capitals > 0
-
-
 def lower_case_for(args, vocab_path):
-    """--uncased/--cased, else the checkpoint's ``do_lower_case`` (Hugging Face tokenizer_config.json), else
-    whether the vocabulary holds capitals."""
+    """--uncased/--cased, else `bert4long.tokenizers.casing.lower_case_of` on the vocab.txt's folder (the rule
+    `load_tokenizer` follows: its tokenizer_config.json's ``do_lower_case``, else whether the vocab is cased)."""
+    from bert4long.tokenizers import load_vocab
+    from bert4long.tokenizers.casing import lower_case_of
+
     if getattr(args, "lower_case", None) is not None:
         return args.lower_case
-    folder = _folder_of(args.checkpoint) if getattr(args, "checkpoint", None) else None
-    if folder:
-        settings = os.path.join(folder, "tokenizer_config.json")
-        if os.path.isfile(settings):
-            with open(settings, encoding="utf-8") as f:
-                lower = json.load(f).get("do_lower_case")
-            if isinstance(lower, bool):
-                return lower
-    with open(vocab_path, encoding="utf-8") as f:
-        return not vocab_is_cased(line.rstrip("\n") for line in f)
+    return lower_case_of(os.path.dirname(vocab_path) or ".", load_vocab(vocab_path))
 
 
 def tokenizer_for(args, vocab_path=None):

@@ -2,6 +2,7 @@
 
 - `Tokenizer`: BERT WordPiece from a ``vocab.txt``, output-exact with Google's reference.
 - `SpTokenizer`: a sentencepiece ``.model`` (ALBERT and others), as bert4keras's.
+- `XLMRobertaTokenizer`: XLM-RoBERTa's ``sentencepiece.bpe.model`` with fairseq's ids.
 - `HuggingFaceTokenizer`: a Hugging Face ``tokenizer.json`` (RoBERTa, Longformer, ModernBERT...).
 - `load_tokenizer(folder)`: whichever of these a checkpoint folder's files call for.
 """
@@ -19,6 +20,7 @@ from bert4long.tokenizers.wordpiece import (
     load_vocab,
     save_vocab,
 )
+from bert4long.tokenizers.xlm_roberta import XLMRobertaTokenizer
 
 __all__ = [
     "CJK_RANGES",
@@ -27,6 +29,7 @@ __all__ = [
     "SpTokenizer",
     "Tokenizer",
     "TokenizerBase",
+    "XLMRobertaTokenizer",
     "is_cjk_character",
     "is_punctuation",
     "is_special",

@@ -4,8 +4,8 @@ A subclass supplies ``content_ids(text)`` (ids without the start/end tokens),
 ``token_to_id``, ``id_to_token`` and the attributes ``_token_start``,
 ``_token_end`` (token strings or None) with their ids ``_token_start_id``,
 ``_token_end_id``; `TokenizerBase` adds the start/end tokens, pairs, segment
-ids and bert4keras's truncation (``truncate_sequences``: one token at a time
-from the longer text).
+ids (``_join``, BERT's layout unless a subclass says otherwise) and bert4keras's
+truncation (``truncate_sequences``: one token at a time from the longer text).
 """
 from collections.abc import Iterable, Sequence
 
@@ -52,8 +52,19 @@ class TokenizerBase:
             ids = ids[: max(0, maxlen - self._num_specials(maxlen, 1))]
         return self.ids_to_tokens(self._wrap(ids))
 
+    def _join(self, first, second=None):
+        """``(token_ids, segment_ids)`` of content ids with the start/end tokens: ``[CLS] A [SEP]`` or
+        ``[CLS] A [SEP] B [SEP]``, segment ids 0 then 1."""
+        token_ids = self._wrap(first)
+        segment_ids = [0] * len(token_ids)
+        if second is not None:
+            second_ids = self._wrap(second)[self._token_start is not None:]
+            token_ids += second_ids
+            segment_ids += [1] * len(second_ids)
+        return token_ids, segment_ids
+
     def _num_specials(self, maxlen, num_texts):
-        specials = (self._token_start is not None) + num_texts * (self._token_end is not None)
+        specials = len(self._join([], [] if num_texts == 2 else None)[0])
         if maxlen < specials:
             raise ValueError(
                 f"maxlen={maxlen} cannot hold the {specials} special tokens of "
@@ -99,13 +110,7 @@ class TokenizerBase:
             first = _keep(first, keep_first, truncate_from)
             if second is not None:
                 second = _keep(second, keep_second, truncate_from)
-        token_ids = self._wrap(first)
-        segment_ids = [0] * len(token_ids)
-        if second is not None:
-            second_ids = self._wrap(second)[self._token_start is not None:]
-            token_ids += second_ids
-            segment_ids += [1] * len(second_ids)
-        return token_ids, segment_ids
+        return self._join(first, second)
 
 
 def _keep(ids, count, truncate_from):

@@ -3,13 +3,16 @@ import glob
 import json
 import os
 
+from bert4long.tokenizers.casing import lower_case_of
 from bert4long.tokenizers.huggingface_tokenizer import (
     HuggingFaceTokenizer,
     byte_level_bpe,
     token_text,
 )
 from bert4long.tokenizers.sentencepiece_tokenizer import SpTokenizer
-from bert4long.tokenizers.wordpiece import Tokenizer, is_special, load_vocab
+from bert4long.tokenizers.wordpiece import Tokenizer, load_vocab
+from bert4long.tokenizers.xlm_roberta import MODEL_FILE as XLM_ROBERTA_MODEL_FILE
+from bert4long.tokenizers.xlm_roberta import XLMRobertaTokenizer
 
 TOKENIZER_FILES = ("tokenizer.json", "vocab.txt", "vocab.json + merges.txt", "*.model")
 
@@ -21,33 +24,33 @@ def _read_json(path):
         return json.load(f)
 
 
-def _is_cased(token_dict):
-    """A vocab is cased when it holds upper-case words (uncased BERT vocabs hold none)."""
-    return any(not is_special(t) and t != t.lower() for t in token_dict)
+def _check_xlm_roberta(folder, config):
+    """Refuse a ``sentencepiece.bpe.model`` that the folder says is not XLM-RoBERTa's (CamemBERT's has other ids)."""
+    named = {"tokenizer_config.json": config.get("tokenizer_class"),
+             "config.json": _read_json(os.path.join(folder, "config.json")).get("model_type")}
+    for file, name in named.items():
+        if name is not None and not str(name).lower().replace("-", "").startswith("xlmroberta"):
+            raise ValueError(
+                f"{folder!r}: {XLM_ROBERTA_MODEL_FILE} is read with XLM-RoBERTa's fairseq ids, but {file} names "
+                f"{name!r}, whose ids may differ: save the tokenizer as a tokenizer.json "
+                "(transformers: AutoTokenizer.from_pretrained(folder).save_pretrained(folder)) and load that"
+            )
 
 
-def _lower_case(folder, token_dict):
-    """``do_lower_case`` from tokenizer_config.json, tokenizer.json's normalizer, or the vocab."""
-    config = _read_json(os.path.join(folder, "tokenizer_config.json"))
-    if "do_lower_case" in config:
-        return bool(config["do_lower_case"])
-    normalizer = _read_json(os.path.join(folder, "tokenizer.json")).get("normalizer") or {}
-    if "lowercase" in normalizer:
-        return bool(normalizer["lowercase"])
-    return not _is_cased(token_dict)
-
-
-def load_tokenizer(folder: str | os.PathLike) -> Tokenizer | SpTokenizer | HuggingFaceTokenizer:
+def load_tokenizer(folder: str | os.PathLike) -> Tokenizer | SpTokenizer | XLMRobertaTokenizer | HuggingFaceTokenizer:
     """The tokenizer of a checkpoint folder, with bert4keras's API.
 
     - WordPiece (a ``vocab.txt``, with or without a WordPiece ``tokenizer.json``):
-      bert4long's `Tokenizer`, lower-casing as ``tokenizer_config.json`` says (or,
-      without one, when the vocab has no upper-case words).
+      bert4long's `Tokenizer`, lower-casing as `bert4long.tokenizers.casing.lower_case_of`
+      decides (the folder's ``tokenizer_config.json``, else the vocab), as the command line does.
     - Any other ``tokenizer.json`` (RoBERTa / Longformer / BigBird / ModernBERT):
       `HuggingFaceTokenizer`, run by the ``tokenizers`` library.
     - ``vocab.json`` + ``merges.txt`` alone (older RoBERTa / Longformer folders):
       RoBERTa's byte-level BPE, assembled with ``tokenizers`` as transformers does.
-    - A sentencepiece ``*.model`` alone (ALBERT's ``spiece.model``): `SpTokenizer`
+    - XLM-RoBERTa's ``sentencepiece.bpe.model`` alone: `XLMRobertaTokenizer` (fairseq's
+      ids: ``<s>`` 0, ``<pad>`` 1, ``</s>`` 2, ``<unk>`` 3, pieces + 1, ``<mask>`` last);
+      refused when ``tokenizer_config.json`` or ``config.json`` names another model.
+    - Another sentencepiece ``*.model`` alone (ALBERT's ``spiece.model``): `SpTokenizer`
       with ``[CLS]``/``[SEP]`` (or the ``cls_token``/``sep_token`` of
       ``tokenizer_config.json``).
 
@@ -71,12 +74,16 @@ def load_tokenizer(folder: str | os.PathLike) -> Tokenizer | SpTokenizer | Huggi
     model_type = _read_json(tokenizer_json).get("model", {}).get("type")
     if os.path.isfile(vocab_txt) and model_type in (None, "WordPiece"):
         token_dict = load_vocab(vocab_txt)
-        return Tokenizer(token_dict, do_lower_case=_lower_case(folder, token_dict))
+        return Tokenizer(token_dict, do_lower_case=lower_case_of(folder, token_dict))
     if os.path.isfile(tokenizer_json):
         return HuggingFaceTokenizer(tokenizer_json, special_tokens=config)
     vocab_json, merges = os.path.join(folder, "vocab.json"), os.path.join(folder, "merges.txt")
     if os.path.isfile(vocab_json) and os.path.isfile(merges):
         return HuggingFaceTokenizer(byte_level_bpe(vocab_json, merges, config), special_tokens=config)
+    xlm_roberta_model = os.path.join(folder, XLM_ROBERTA_MODEL_FILE)
+    if os.path.isfile(xlm_roberta_model):
+        _check_xlm_roberta(folder, config)
+        return XLMRobertaTokenizer(xlm_roberta_model)
     models = sorted(glob.glob(os.path.join(folder, "*.model")))
     if models:
         return SpTokenizer(models[0], token_start=token_text(config.get("cls_token", "[CLS]")),

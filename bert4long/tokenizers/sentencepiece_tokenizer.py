@@ -67,9 +67,13 @@ class SpTokenizer(TokenizerBase):
         self._token_pad = self.sp_model.id_to_piece(pad_id) if pad_id >= 0 else None
         self._token_unk = self.sp_model.id_to_piece(self.sp_model.unk_id())
         self._token_mask = "[MASK]"
+        self._set_special_ids()
+
+    def _set_special_ids(self):
+        """``_token_{role}_id`` of each ``_token_{role}`` (None where the token is None)."""
         for role in ("pad", "unk", "mask", "start", "end"):
             token = getattr(self, f"_token_{role}")
-            setattr(self, f"_token_{role}_id", None if token is None else self.sp_model.piece_to_id(token))
+            setattr(self, f"_token_{role}_id", None if token is None else self.token_to_id(token))
 
     @property
     def vocab_size(self) -> int:
