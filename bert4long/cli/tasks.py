@@ -376,8 +376,8 @@ def add_predict_arguments(parser):
         "Run a fine-tuned model (--run: the --out folder of `bert4long finetune`) or an encoder (--checkpoint: "
         "one embedding per document, the mean of its token states over every window) over a folder of text "
         "files or a .jsonl ('text' per line; 'tokens' per line for a token labeller) and write one JSON line "
-        "per document to --output, in input order (a prediction under 'predicted_label' or 'predicted_tags'); "
-        "documents are read in batches of similar length. On labelled input "
+        "per document to --output, in input order: the input's JSON object (and 'source') with the prediction under "
+        "'predicted_label' or 'predicted_tags'. Documents are read in batches of similar length. On labelled input "
         "(a 'label', or 'tags', on every line) it also prints the scores: accuracy, macro-F1, per-class "
         "precision/recall/F1, confusion matrix, majority baseline; entity F1 and token accuracy for tags.")
     source = parser.add_mutually_exclusive_group(required=True)
@@ -390,20 +390,21 @@ def add_predict_arguments(parser):
     casing.add_argument("--uncased", dest="lower_case", action="store_true")
     parser.add_argument("--input", required=True, help="folder of text files or a .jsonl file")
     parser.add_argument("--output", required=True, help="the .jsonl to write (an existing file only with --overwrite)")
-    parser.add_argument("--overwrite", action="store_true", help="replace an existing --output file")
+    parser.add_argument("--overwrite", action="store_true", help="replace an existing --output (or --metrics) file")
     parser.add_argument("--seq-len", type=positive_int,
                         help="--checkpoint only: window length (default: the checkpoint's trained length, or 512); "
                              "a --run uses its own")
     parser.add_argument("--batch-size", type=positive_int, default=8, help="documents per batch (default 8)")
     add_reading_arguments(parser)
     parser.add_argument("--metrics", help="labelled input only: also write the scores (printed as a table) to this "
-                                          ".json file")
+                                          ".json file (an existing file only with --overwrite)")
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
 
 
 def _read_inputs(args, task):
-    """``(items, gold, sources)``: texts, or word lists for a token labeller; ``gold`` the labels (tags) when every
-    document has one, else None; refuses input with no text."""
+    """``(items, gold, sources, records)``: texts, or word lists for a token labeller; ``gold`` the labels (tags)
+    when every document has one, else None; each document's JSON object (``{}`` for a text file); refuses input
+    with no text, and --metrics without labels."""
     from bert4long.data.corpus import read_documents
     from bert4long.data.tagging import read_tagged
 
@@ -411,14 +412,20 @@ def _read_inputs(args, task):
         raise FileNotFoundError(f"--input {args.input!r}: no such file or folder; pass a folder of text files or a "
                                 ".jsonl file")
     if task == "tokens":
-        words, tags, sources = read_tagged(args.input, require_tags=False)
-        return words, (tags if all(t is not None for t in tags) else None), sources
-    texts, labels, sources, skipped = read_documents(args.input, errors=args.errors)
-    if not texts:
-        raise ValueError(f"--input {args.input!r} holds no text files (skipped: {skipped}): add text files (one "
-                         'document each) or pass a .jsonl with {"text": "..."} lines')
-    gold = [str(label) for label in labels] if task == "classify" and None not in labels else None
-    return texts, gold, sources
+        words, tags, sources, records = read_tagged(args.input, require_tags=False, with_records=True)
+        gold = tags if all(record.get("tags") is not None for record in records) else None
+        items = words
+    else:
+        items, labels, sources, skipped, records = read_documents(args.input, errors=args.errors, with_records=True)
+        if not items:
+            raise ValueError(f"--input {args.input!r} holds no text files (skipped: {skipped}): add text files (one "
+                             'document each) or pass a .jsonl with {"text": "..."} lines')
+        gold = [str(label) for label in labels] if task == "classify" and None not in labels else None
+    if args.metrics and gold is None:
+        raise ValueError(f"--metrics {args.metrics!r}: --input {args.input!r} is not labelled on every line (a "
+                         f"{GOLD_KEYS.get(task, 'label')!r} in each), so there are no scores to write: add the labels "
+                         "or leave --metrics out")
+    return items, gold, sources, records
 
 
 def read_run_settings(run, alternative):
@@ -453,7 +460,7 @@ def run_predict(args):
         if trained and args.seq_len > trained:
             raise ValueError(f"--seq-len {args.seq_len} is longer than the {trained} positions of --checkpoint: use "
                              f"--seq-len {trained} or less (a longer document is read in several windows)")
-    items, gold, sources = _read_inputs(args, task)
+    items, gold, sources, records = _read_inputs(args, task)
     if args.run and not os.path.isfile(args.vocab):  # not WordPiece: the tokenizer files finetune copied there
         from bert4long.tokenizers import load_tokenizer
 
@@ -485,9 +492,8 @@ def run_predict(args):
                     if progress is not None:
                         progress.add(len(batch))
                 predicted.extend(r[PREDICTED_KEYS[task]] for r in results if task in PREDICTED_KEYS)
-                given = [{GOLD_KEYS[task]: g} for g in gold[begin:begin + len(window)]] if gold else [{}] * len(window)
-                out.writelines(json.dumps({"source": source, **mine, **result}, ensure_ascii=False) + "\n"
-                               for source, mine, result in zip(sources[begin:], given, results))
+                out.writelines(json.dumps({"source": source, **record, **result}, ensure_ascii=False) + "\n"
+                               for source, record, result in zip(sources[begin:], records[begin:], results))
 
     atomic_write(args.output, write)
     print(f"wrote {len(items)} result(s) to {args.output}", flush=True)
@@ -546,7 +552,7 @@ def _predict_batch(model, tokenizer, batch, task, args, settings, buckets):
         x, weights = cut(x, shapes), cut(weights, shapes)
         best = model.predict_on_batch(model_inputs(model, x)).argmax(-1)
         firsts = [best[owner == doc][weights[owner == doc] > 0] for doc in range(len(batch))]
-        return [{"tokens": words, "predicted_tags": [tags[int(t)] for t in first]} for words, first in zip(batch, firsts)]
+        return [{"predicted_tags": [tags[int(t)] for t in first]} for first in firsts]
     windows, _, owner = chunk_documents(batch, args.seq_len, cls_id=tokenizer.cls_id, sep_id=tokenizer.sep_id,
                                         pad_id=pad)
     windows = cut(windows, padded_shapes(windows, pad, buckets))
