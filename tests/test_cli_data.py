@@ -135,8 +135,9 @@ def test_finetune_integer_labels_then_predict(tiny_bert, tmp_path, capsys):
     assert main(["predict", "--run", str(tmp_path / "run"), "--input", str(train), "--output",
                  str(tmp_path / "scored.jsonl"), "--metrics", str(tmp_path / "scores.json"), "--quiet"]) == 0
     rows = [json.loads(line) for line in (tmp_path / "scored.jsonl").read_text().splitlines()]
-    assert [row["label"] for row in rows] == [str(i % 2) for i in range(6)]   # the gold label kept beside
-    gold, predicted = [row["label"] for row in rows], [row["predicted_label"] for row in rows]
+    assert [row["label"] for row in rows] == [i % 2 for i in range(6)]   # the input's fields, as they were given
+    assert all(row["text"] == json.loads(line)["text"] for row, line in zip(rows, train.read_text().splitlines()))
+    gold, predicted = [str(row["label"]) for row in rows], [row["predicted_label"] for row in rows]
     metrics = pytest.importorskip("sklearn.metrics")
     scores = json.loads((tmp_path / "scores.json").read_text())
     assert scores["macro_f1"] == pytest.approx(metrics.f1_score(gold, predicted, average="macro", labels=["0", "1"],

@@ -9,6 +9,7 @@ from bert4long.attention.base import (
     AttentionKernel,
     FullAttention,
     get_attention_kernel,
+    length_rule,
     masked_softmax,
     register_attention_kernel,
 )
@@ -35,6 +36,7 @@ __all__ = [
     "SlidingWindowAttention",
     "TypicalRelativeAttention",
     "get_attention_kernel",
+    "length_rule",
     "masked_softmax",
     "register_attention_kernel",
 ]

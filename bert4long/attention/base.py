@@ -110,6 +110,28 @@ def get_attention_kernel(attention, **config):
     return _KERNELS[attention](**config)
 
 
+def length_rule(layer):
+    """``(multiple, fixed)`` of the attention kernels inside ``layer`` (a model): a batch padded to a multiple of
+    ``multiple`` (the least common multiple of their `length_multiple`) wastes no work inside a kernel; ``fixed``
+    is True when a kernel's outputs change with the padded length (`padding_changes_outputs`), so every batch must
+    be padded to the one length the model was given.
+
+    Example:
+    >>> import keras
+    >>> from bert4long.attention import ChunkedAttention, LSHAttention, SlidingWindowAttention, length_rule
+    >>> model = keras.layers.Layer()
+    >>> model.kernels = [SlidingWindowAttention(window=8, global_tokens=[]), ChunkedAttention(block_size=16)]
+    >>> length_rule(model)
+    (16, False)
+    >>> model.kernels.append(LSHAttention(bucket_size=8))
+    >>> length_rule(model)
+    (16, True)
+    """
+    kernels = [sublayer for sublayer in layer._flatten_layers() if isinstance(sublayer, AttentionKernel)]
+    return math.lcm(1, *(kernel.length_multiple for kernel in kernels)), any(
+        kernel.padding_changes_outputs for kernel in kernels)
+
+
 class AttentionKernel(keras.layers.Layer):
     """Base class of attention kernels (see module docstring for the contract).
 
@@ -138,6 +160,15 @@ class AttentionKernel(keras.layers.Layer):
 
     supports_bias = True
     recompute_eagerly = True
+    # True where padding after the last real token changes the real tokens' outputs (a pattern laid over the padded
+    # length: BigBird's random and last blocks, LSH's sorted chunks); a model with such a kernel reads one length.
+    padding_changes_outputs = False
+
+    @property
+    def length_multiple(self):
+        """The kernel pads a sequence to a multiple of this many tokens (1: it does not), so a batch padded to
+        such a multiple costs no more than a shorter one."""
+        return 1
 
     def __init__(self, dropout_rate=0.0, causal=False, seed=None, dropout_seed=None, **kwargs):
         super().__init__(**kwargs)

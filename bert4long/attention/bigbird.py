@@ -66,6 +66,7 @@ class BigBirdAttention(AttentionKernel):
     """
 
     supports_bias = False
+    padding_changes_outputs = True
 
     def __init__(self, block_size=64, num_window_blocks=3, num_global_blocks=1, num_random_blocks=3, **kwargs):
         super().__init__(**kwargs)
@@ -82,6 +83,10 @@ class BigBirdAttention(AttentionKernel):
         self.num_random_blocks = num_random_blocks and check_positive_int(
             num_random_blocks, "num_random_blocks", "bigbird"
         )
+
+    @property
+    def length_multiple(self):
+        return self.block_size
 
     def block_pattern(self, num_blocks):
         """Key-block indices ``[num_blocks, blocks per row]`` of each query block and their validity."""

@@ -63,6 +63,7 @@ class BlockSparseAttention(AttentionKernel):
     """
 
     supports_bias = False
+    padding_changes_outputs = True
 
     def __init__(self, block_size=64, num_random_blocks=3, num_heads=0, max_position=4096, **kwargs):
         super().__init__(**kwargs)
@@ -75,6 +76,10 @@ class BlockSparseAttention(AttentionKernel):
         self.max_position = max_position
         if self.causal:
             raise ValueError("attention='block_sparse' is BigBird's bidirectional encoder attention: no causal mask.")
+
+    @property
+    def length_multiple(self):
+        return self.block_size
 
     @property
     def full_attention_length(self):

@@ -47,6 +47,10 @@ class ChunkedAttention(AttentionKernel):
         self.seed_generator = keras.random.SeedGenerator(self.effective_dropout_seed, name="dropout_seed")
         self._pinned_state = None
 
+    @property
+    def length_multiple(self):
+        return self.block_size
+
     # `Recompute`'s pinning protocol (see bert4long.ops.dropout): both passes use one per-call seed.
     def random_state(self):
         return tf.identity(self.seed_generator.state.value)

@@ -65,6 +65,7 @@ class LSHAttention(AttentionKernel):
     """
 
     supports_bias = False
+    padding_changes_outputs = True
 
     def __init__(self, bucket_size=64, num_buckets=32, num_hashes=2, **kwargs):
         super().__init__(**kwargs)
@@ -73,6 +74,10 @@ class LSHAttention(AttentionKernel):
             raise ValueError(f"attention='lsh': num_buckets must be 1 or even, got {num_buckets}.")
         self.num_buckets = num_buckets
         self.num_hashes = check_positive_int(num_hashes, "num_hashes", "lsh")
+
+    @property
+    def length_multiple(self):
+        return self.bucket_size
 
     def build_kernel(self, num_heads, head_dim, hidden_dim, value_dim=None):
         shape = (self.num_hashes, head_dim, max(self.num_buckets // 2, 1))

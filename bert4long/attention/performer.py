@@ -60,6 +60,10 @@ class PerformerAttention(AttentionKernel):
         self.num_features = check_positive_int(num_features, "num_features", "performer")
         self.block_size = check_positive_int(block_size, "block_size", "performer")
 
+    @property
+    def length_multiple(self):
+        return self.block_size if self.causal else 1   # (only the causal prefix sums go block by block)
+
     def build_kernel(self, num_heads, head_dim, hidden_dim, value_dim=None):
         self.features = self.add_weight(
             shape=(self.num_features, head_dim), initializer="zeros", trainable=False, name="features"

@@ -87,6 +87,10 @@ class SlidingWindowAttention(AttentionKernel):
             )
         self.max_global_tokens = max_global_tokens
 
+    @property
+    def length_multiple(self):
+        return self.window // 2 * self.dilation
+
     def build_kernel(self, num_heads, head_dim, hidden_dim, value_dim=None):
         """Create the global query/key/value projections (when there can be global tokens)."""
         if not (self.global_tokens or self.max_global_tokens):

@@ -16,8 +16,8 @@ INPUT_OPTIONS = {
     "convert": ("checkpoint",),
 }
 TRAINING_COMMANDS = ("pretrain", "finetune")
-# Commands that write one file (--output) rather than a folder, and what they read.
-FILE_OUTPUTS = {"predict": ("output", ("checkpoint", "config", "vocab", "input", "run"))}
+# Commands that write files (--output, --metrics) rather than a folder, and what they read.
+FILE_OUTPUTS = {"predict": (("output", "metrics"), ("checkpoint", "config", "vocab", "input", "run"))}
 
 
 def add_overwrite_argument(parser):
@@ -37,9 +37,14 @@ def _writes(args):
 def guarded_output(args):
     """Check ``args.out`` for ``args.command`` before it runs; a training run also holds the folder's lock."""
     if args.command in FILE_OUTPUTS:
-        option, reads = FILE_OUTPUTS[args.command]
-        check_output_file(getattr(args, option), [getattr(args, name, None) for name in reads],
-                          overwrite=getattr(args, "overwrite", False))
+        options, reads = FILE_OUTPUTS[args.command]
+        written = [(option, getattr(args, option, None)) for option in options if getattr(args, option, None)]
+        for _, path in written:
+            check_output_file(path, [getattr(args, name, None) for name in reads],
+                              overwrite=getattr(args, "overwrite", False))
+        same = [option for option, path in written[1:] if os.path.realpath(path) == os.path.realpath(written[0][1])]
+        if same:
+            raise ValueError(f"--{same[0]} {getattr(args, same[0])!r} is also --{written[0][0]}: name two files")
     if args.command not in INPUT_OPTIONS or not _writes(args):
         yield
         return

@@ -2,9 +2,11 @@
 fine-tuned model, or an encoder for embeddings, over a folder or .jsonl of documents).
 
 Documents are read through `bert4long.data` (`load_corpus` and `label_ids` for classification,
-`bert4long.data.tagging` for token labelling); training reads them in the per-epoch order of
-`bert4long.data.order`, a pure function of (seed, epoch), so a resumed run stays exact. Every file is
-checked (labels, tags, --valid included) before the model is built.
+`bert4long.data.tagging` for token labelling); training reads them in batches of similar length
+(`bert4long.data.length_batches`: shuffled every epoch, a pure function of (seed, epoch), so a resumed run
+stays exact), and scoring and `predict` in batches sorted by length, each padded to a bucket length that
+suits the model's attention kernels. Every file is checked (labels, tags, --valid included) before the
+model is built.
 """
 import json
 import os
@@ -173,11 +175,63 @@ def model_inputs(model, token_ids):
     return (token_ids, token_ids * 0) if takes_segment_ids(model) else (token_ids,)
 
 
-def run_finetune(args):
-    import keras
+def predicted_ids(model, rows, shapes, batch_size):
+    """``model``'s argmax for every row of ``rows`` (padded ids), read in batches by length (`sorted_batches`, each
+    cut to its rows' padded ``shapes``) and put back in row order; a token past its batch's length (padding) gets 0."""
+    import numpy as np
+
+    from bert4long.data.length_batches import cut, sorted_batches
+
+    out = None
+    for index in sorted_batches(shapes, batch_size):
+        ids = np.asarray(model.predict_on_batch(model_inputs(model, cut(rows[index], shapes[index])))).argmax(-1)
+        if out is None:
+            out = np.zeros((len(rows), *rows.shape[1:ids.ndim]), ids.dtype)
+        for i, row in zip(index, ids):
+            out[(i, *(slice(0, n) for n in row.shape))] = row
+    return out
+
+
+def _training_reader(model, arrays, pad_id, args):
+    """``(batches, buckets, estimate)``: ``batches(start)`` gives the training batches from step ``start`` on, by
+    length (`bert4long.data.length_batches`, lengths that suit the model's kernels); ``estimate`` the callback that
+    prints the time of an epoch. Prints what an epoch processes, padding included."""
+    import numpy as np
     import tensorflow as tf
 
-    from bert4long.data.order import example_order
+    from bert4long.data.length_batches import (
+        buckets_for,
+        epoch_batches,
+        epoch_shapes,
+        padded_shapes,
+        training_batches,
+    )
+    from bert4long.training.time_estimate import EpochTimeEstimate
+
+    buckets = buckets_for(model, args.seq_len)
+    shapes = padded_shapes(arrays[0], pad_id, buckets)
+    first = epoch_batches(shapes, args.batch_size, args.seed, 0)
+    real = int((arrays[0][first] != pad_id).sum())
+    padded = args.batch_size * int(np.prod(shapes[first].max(1), axis=1).sum())
+    full = first.size * int(np.prod(arrays[0].shape[1:]))
+    print(f"batches by length, padded to {', '.join(map(str, buckets))} tokens: an epoch processes "
+          f"{padded:,} tokens, {1 - real / padded:.0%} of them padding (padded to --seq-len: {full:,}, "
+          f"{1 - real / full:.0%})", flush=True)
+    estimate = EpochTimeEstimate(lambda epoch: epoch_shapes(shapes, args.batch_size, args.seed, epoch),
+                                 args.batch_size, args.steps,
+                                 report=lambda line: print(("" if args.quiet else "\n") + line, flush=True))
+
+    def batches(start):
+        estimate.start(start)
+        dataset = training_batches(arrays, shapes, args.batch_size, args.seed, start)
+        return dataset.map(lambda ids, *target: (model_inputs(model, ids), *target)).prefetch(tf.data.AUTOTUNE)
+
+    return batches, buckets, estimate
+
+
+def run_finetune(args):
+    import keras
+
     from bert4long.distribute import get_strategy
     from bert4long.training import (
         build_classifier,
@@ -212,28 +266,25 @@ def run_finetune(args):
                                          global_tokens=global_tokens, **model_kwargs(args))
         compile_finetune(model, make_optimizer(args.learning_rate, args.steps, args.warmup_steps, args.weight_decay,
                                                args.clipnorm, args.accumulate), jit_compile=not args.no_xla)
-    tables = [tf.constant(x), tf.constant(y)] + ([tf.constant(weights)] if weights is not None else [])
+    pad = tokenizer.pad_id or 0
+    read_batches, buckets, estimate = _training_reader(model, [x, y] + ([weights] if weights is not None else []),
+                                                       pad, args)
 
     def batches(start):
-        def example(row):
-            ids, *target = (tf.gather(t, row) for t in tables)
-            return (model_inputs(model, ids), *target)
-
         epochs.start(start)
-        order = example_order(len(x), args.seed, start * args.batch_size)
-        return order.map(example).batch(args.batch_size, drop_remainder=True).prefetch(tf.data.AUTOTUNE)
+        return read_batches(start)
 
     settings = {"task": args.task, "labels": labels, "seq_len": args.seq_len, "pooling": args.pooling,
                 "chunks": args.chunks, "batch_size": args.batch_size, "lower_case": args.lower_case,
-                "model": model_kwargs(args), **run_settings(args, "train", x, y)}
+                "model": model_kwargs(args), "bucket_lengths": buckets, **run_settings(args, "train", x, y)}
     if not args.global_cls:  # (recorded only when asked: runs from before the option resume unchanged)
         settings["global_cls"] = False
-    record = MetricsRecord(model, valid, labels, args)
+    record = MetricsRecord(model, valid, labels, args, pad, buckets)
     epochs = EpochScores(steps_per_epoch, record.epoch_done)
     start_writing(args)
     summary = fit_resumable(model, batches, args.steps, args.out, settings, save_every=args.save_every,
                             verbose=0 if args.quiet else "auto", accept_changes=args.accept_changes,
-                            on_save=saved_line, callbacks=[epochs], keep=args.keep_checkpoints)
+                            on_save=saved_line, callbacks=[estimate, epochs], keep=args.keep_checkpoints)
     rows = [("steps", f"{summary['start_step']} -> {summary['steps']}"), *record.finish(summary)]
     path = os.path.join(args.out, MODEL_FILES[args.task])
     save_final_model(model, path)
@@ -246,10 +297,14 @@ def run_finetune(args):
 
 class MetricsRecord:
     """The scores of ``valid`` (a reader's tuple, or None) after every epoch and at the end, printed as a table and
-    written to ``metrics.json`` in the run folder (the epochs of an earlier, resumed run are kept)."""
+    written to ``metrics.json`` in the run folder (the epochs of an earlier, resumed run are kept); ``valid`` is read
+    in batches by length, padded to ``buckets``."""
 
-    def __init__(self, model, valid, labels, args):
+    def __init__(self, model, valid, labels, args, pad_id, buckets):
+        from bert4long.data.length_batches import padded_shapes
+
         self.model, self.valid, self.labels, self.args = model, valid, labels, args
+        self.shapes = padded_shapes(valid[0], pad_id, buckets) if valid is not None else None
         self.path = os.path.join(args.out, METRICS_FILE)
         self.record = {"task": args.task, "epochs": [], "final": None}
         if os.path.isfile(self.path):
@@ -260,8 +315,8 @@ class MetricsRecord:
         from bert4long.training.metrics import scores_from_ids
 
         vx, vy, vw, _, owner = self.valid
-        logits = self.model.predict(model_inputs(self.model, vx), batch_size=self.args.batch_size, verbose=0)
-        return scores_from_ids(logits.argmax(-1), vy, self.labels, vw, owner)
+        return scores_from_ids(predicted_ids(self.model, vx, self.shapes, self.args.batch_size), vy, self.labels, vw,
+                               owner)
 
     def epoch_done(self, epoch, train_logs):
         entry = {"epoch": epoch, "train": train_logs}
@@ -329,7 +384,8 @@ def add_predict_arguments(parser):
         "Run a fine-tuned model (--run: the --out folder of `bert4long finetune`) or an encoder (--checkpoint: "
         "one embedding per document, the mean of its token states over every window) over a folder of text "
         "files or a .jsonl ('text' per line; 'tokens' per line for a token labeller) and write one JSON line "
-        "per document to --output (a prediction under 'predicted_label' or 'predicted_tags'). On labelled input "
+        "per document to --output, in input order: the input's JSON object (and 'source') with the prediction under "
+        "'predicted_label' or 'predicted_tags'. Documents are read in batches of similar length. On labelled input "
         "(a 'label', or 'tags', on every line) it also prints the scores: accuracy, macro-F1, per-class "
         "precision/recall/F1, confusion matrix, majority baseline; entity F1 and token accuracy for tags.")
     source = parser.add_mutually_exclusive_group(required=True)
@@ -342,20 +398,21 @@ def add_predict_arguments(parser):
     casing.add_argument("--uncased", dest="lower_case", action="store_true")
     parser.add_argument("--input", required=True, help="folder of text files or a .jsonl file")
     parser.add_argument("--output", required=True, help="the .jsonl to write (an existing file only with --overwrite)")
-    parser.add_argument("--overwrite", action="store_true", help="replace an existing --output file")
+    parser.add_argument("--overwrite", action="store_true", help="replace an existing --output (or --metrics) file")
     parser.add_argument("--seq-len", type=positive_int,
                         help="--checkpoint only: window length (default: the checkpoint's trained length, or 512); "
                              "a --run uses its own")
     parser.add_argument("--batch-size", type=positive_int, default=8, help="documents per batch (default 8)")
     add_reading_arguments(parser)
     parser.add_argument("--metrics", help="labelled input only: also write the scores (printed as a table) to this "
-                                          ".json file")
+                                          ".json file (an existing file only with --overwrite)")
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
 
 
 def _read_inputs(args, task):
-    """``(items, gold, sources)``: texts, or word lists for a token labeller; ``gold`` the labels (tags) when every
-    document has one, else None; refuses input with no text."""
+    """``(items, gold, sources, records)``: texts, or word lists for a token labeller; ``gold`` the labels (tags)
+    when every document has one, else None; each document's JSON object (``{}`` for a text file); refuses input
+    with no text, and --metrics without labels."""
     from bert4long.data.corpus import read_documents
     from bert4long.data.tagging import read_tagged
 
@@ -363,14 +420,20 @@ def _read_inputs(args, task):
         raise FileNotFoundError(f"--input {args.input!r}: no such file or folder; pass a folder of text files or a "
                                 ".jsonl file")
     if task == "tokens":
-        words, tags, sources = read_tagged(args.input, require_tags=False)
-        return words, (tags if all(t is not None for t in tags) else None), sources
-    texts, labels, sources, skipped = read_documents(args.input, errors=args.errors)
-    if not texts:
-        raise ValueError(f"--input {args.input!r} holds no text files (skipped: {skipped}): add text files (one "
-                         'document each) or pass a .jsonl with {"text": "..."} lines')
-    gold = [str(label) for label in labels] if task == "classify" and None not in labels else None
-    return texts, gold, sources
+        words, tags, sources, records = read_tagged(args.input, require_tags=False, with_records=True)
+        gold = tags if all(record.get("tags") is not None for record in records) else None
+        items = words
+    else:
+        items, labels, sources, skipped, records = read_documents(args.input, errors=args.errors, with_records=True)
+        if not items:
+            raise ValueError(f"--input {args.input!r} holds no text files (skipped: {skipped}): add text files (one "
+                             'document each) or pass a .jsonl with {"text": "..."} lines')
+        gold = [str(label) for label in labels] if task == "classify" and None not in labels else None
+    if args.metrics and gold is None:
+        raise ValueError(f"--metrics {args.metrics!r}: --input {args.input!r} is not labelled on every line (a "
+                         f"{GOLD_KEYS.get(task, 'label')!r} in each), so there are no scores to write: add the labels "
+                         "or leave --metrics out")
+    return items, gold, sources, records
 
 
 def read_run_settings(run, alternative):
@@ -388,6 +451,7 @@ def run_predict(args):
 
     import bert4long.layers
     import bert4long.training  # noqa: F401
+    from bert4long.data.length_batches import SORT_WINDOW, buckets_for, sorted_batches
     from bert4long.training.loop import progress_verbosity
 
     if args.run:
@@ -405,7 +469,7 @@ def run_predict(args):
         if trained and args.seq_len > trained:
             raise ValueError(f"--seq-len {args.seq_len} is longer than the {trained} positions of --checkpoint: use "
                              f"--seq-len {trained} or less (a longer document is read in several windows)")
-    items, gold, sources = _read_inputs(args, task)
+    items, gold, sources, records = _read_inputs(args, task)
     if args.run and not os.path.isfile(args.vocab):  # not WordPiece: the tokenizer files finetune copied there
         from bert4long.tokenizers import load_tokenizer
 
@@ -423,18 +487,23 @@ def run_predict(args):
     progress = None if args.quiet else keras.utils.Progbar(len(items), unit_name="document",
                                                            verbose=progress_verbosity())
     predicted = []
+    documents = items if task == "tokens" else tokenizer.encode_documents(items)   # word lists, or content ids
+    buckets = buckets_for(model, args.seq_len)
 
     def write(tmp):   # (`atomic_write`'s temporary name holds this process's id: it cannot be an input)
         with open(tmp, "w", encoding="utf-8") as out:
-            for start in range(0, len(items), args.batch_size):
-                batch = items[start:start + args.batch_size]
-                results = _predict_batch(model, tokenizer, batch, task, args, settings)
-                given = [{GOLD_KEYS[task]: g} for g in gold[start:start + len(batch)]] if gold else [{}] * len(batch)
-                predicted.extend(r[PREDICTED_KEYS.get(task)] for r in results if task in PREDICTED_KEYS)
-                out.writelines(json.dumps({"source": source, **mine, **result}, ensure_ascii=False) + "\n"
-                               for source, mine, result in zip(sources[start:], given, results))
-                if progress is not None:
-                    progress.add(len(batch))
+            for begin in range(0, len(items), SORT_WINDOW):   # sorted by length inside, written in input order
+                window = documents[begin:begin + SORT_WINDOW]
+                results = [None] * len(window)
+                for index in sorted_batches([len(document) for document in window], args.batch_size):
+                    batch = [window[i] for i in index]
+                    for i, result in zip(index, _predict_batch(model, tokenizer, batch, task, args, settings, buckets)):
+                        results[i] = result
+                    if progress is not None:
+                        progress.add(len(batch))
+                predicted.extend(r[PREDICTED_KEYS[task]] for r in results if task in PREDICTED_KEYS)
+                out.writelines(json.dumps({"source": source, **record, **result}, ensure_ascii=False) + "\n"
+                               for source, record, result in zip(sources[begin:], records[begin:], results))
 
     atomic_write(args.output, write)
     print(f"wrote {len(items)} result(s) to {args.output}", flush=True)
@@ -466,14 +535,19 @@ def _print_scores(gold, predicted, labels, task, path):
         print(f"wrote the scores to {path}", flush=True)
 
 
-def _predict_batch(model, tokenizer, batch, task, args, settings):
+def _predict_batch(model, tokenizer, batch, task, args, settings, buckets):
+    """The results of one batch of documents (content ids; word lists for a token labeller), its rows padded to the
+    bucket length of the longest (`bert4long.data.length_batches`)."""
     import numpy as np
 
     from bert4long.data.chunking import chunk_documents
+    from bert4long.data.length_batches import cut, padded_shapes
     from bert4long.data.tagging import encode_tagged
 
+    pad = tokenizer.pad_id or 0
     if task == "classify":
-        x = _documents_as_rows(tokenizer, tokenizer.encode_documents(batch), args)
+        x = _documents_as_rows(tokenizer, batch, args)
+        x = cut(x, padded_shapes(x, pad, buckets))
         logits = model.predict_on_batch(model_inputs(model, x)).astype("float64")
         probs = np.exp(logits - logits.max(-1, keepdims=True))
         probs /= probs.sum(-1, keepdims=True)
@@ -484,14 +558,16 @@ def _predict_batch(model, tokenizer, batch, task, args, settings):
         tags = settings["labels"]
         x, _, weights, owner = encode_tagged(tokenizer, batch, [[tags[0]] * len(w) for w in batch], tags,
                                              args.seq_len)
+        shapes = padded_shapes(x, pad, buckets)
+        x, weights = cut(x, shapes), cut(weights, shapes)
         best = model.predict_on_batch(model_inputs(model, x)).argmax(-1)
         firsts = [best[owner == doc][weights[owner == doc] > 0] for doc in range(len(batch))]
-        return [{"tokens": words, "predicted_tags": [tags[int(t)] for t in first]} for words, first in zip(batch, firsts)]
-    ids = tokenizer.encode_documents(batch)
-    windows, _, owner = chunk_documents(ids, args.seq_len, cls_id=tokenizer.cls_id, sep_id=tokenizer.sep_id,
-                                        pad_id=tokenizer.pad_id or 0)
+        return [{"predicted_tags": [tags[int(t)] for t in first]} for first in firsts]
+    windows, _, owner = chunk_documents(batch, args.seq_len, cls_id=tokenizer.cls_id, sep_id=tokenizer.sep_id,
+                                        pad_id=pad)
+    windows = cut(windows, padded_shapes(windows, pad, buckets))
     states = np.asarray(model.predict_on_batch(model_inputs(model, windows)), "float64")
-    real = (windows != (tokenizer.pad_id or 0))[..., None]
+    real = (windows != pad)[..., None]
     results = []
     for doc in range(len(batch)):
         mine = owner == doc

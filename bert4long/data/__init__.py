@@ -1,4 +1,4 @@
-"""Long-document data: truncation, chunking and pooling, MLM masking, packing,
+"""Long-document data: truncation, chunking and pooling, MLM masking, packing, batches by length,
 and ``tf.data`` pipelines from folders of text to batches. See docs/data.md."""
 from bert4long.lazy_names import lazy_getattr
 
@@ -7,6 +7,7 @@ from bert4long.lazy_names import lazy_getattr
 _MODULES = {
     "Corpus": "bert4long.data.corpus",
     "MLMMasker": "bert4long.data.masking",
+    "bucket_lengths": "bert4long.data.length_batches",
     "chunk_documents": "bert4long.data.chunking",
     "chunk_spans": "bert4long.data.chunking",
     "classification_dataset": "bert4long.data.pipeline",
@@ -22,6 +23,8 @@ _MODULES = {
     "pool_chunks_ops": "bert4long.data.pooling",
     "read_documents": "bert4long.data.corpus",
     "read_texts": "bert4long.data.corpus",
+    "sorted_batches": "bert4long.data.length_batches",
+    "training_batches": "bert4long.data.length_batches",
     "truncate": "bert4long.data.truncation",
 }
 __all__ = sorted(_MODULES)

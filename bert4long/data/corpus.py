@@ -98,11 +98,12 @@ def _decode(data, source, errors, skipped):
 
 
 def _raw_documents(path, text_format, root, text_field, label_field):
-    """``(bytes, label, source)`` for every document in one file."""
+    """``(bytes, label, source, record)`` for every document in one file (``record``: the JSON object of a .jsonl
+    line, else ``{}``)."""
     name = os.path.relpath(path, root) if root else str(path)
     data = path.read_bytes()
     if text_format == "file":
-        yield data, None, name
+        yield data, None, name, {}
         return
     lines = data.split(b"\n")
     if text_format == "paragraphs":
@@ -112,7 +113,7 @@ def _raw_documents(path, text_format, root, text_field, label_field):
                 start = number if start is None else start
                 block.append(line)
             elif block:
-                yield b"\n".join(block), None, f"{name}:{start}"
+                yield b"\n".join(block), None, f"{name}:{start}", {}
                 start, block = None, []
         return
     for number, line in enumerate(lines, start=1):
@@ -128,15 +129,18 @@ def _raw_documents(path, text_format, root, text_field, label_field):
             raise ValueError(f"{where}: expected a JSON object with a string {text_field!r} field; "
                              f'each line must be {{"{text_field}": "..."}}')
         label = record.get(label_field)
-        yield record[text_field].encode("utf-8"), None if label is None else str(label), source
+        yield record[text_field].encode("utf-8"), None if label is None else str(label), source, record
 
 
-def read_documents(paths, text_format="auto", text_field="text", label_field="label", errors="strict"):
+def read_documents(paths, text_format="auto", text_field="text", label_field="label", errors="strict",
+                   with_records=False):
     """``(texts, labels, sources, skipped)`` read from ``paths``; see the module doc.
 
     ``errors``: what to do with bytes that are not UTF-8: ``"strict"`` raises
     naming the file and line, ``"skip"`` skips the document (counted),
     ``"replace"`` turns them into U+FFFD (which the tokenizer removes).
+    ``with_records``: also return each document's JSON object (``{}`` for a
+    document that is not a .jsonl line), fifth: what `predict` writes back.
     """
     if text_format not in FORMATS:
         raise ValueError(f"text_format must be one of {FORMATS}, got {text_format!r}")
@@ -144,12 +148,12 @@ def read_documents(paths, text_format="auto", text_field="text", label_field="la
         raise ValueError(f"errors must be 'strict', 'skip' or 'replace', got {errors!r}")
     files = list_files(paths)
     root = os.path.commonpath([str(f.parent) for f in files])
-    texts, labels, sources, skipped = [], [], [], {}
+    texts, labels, sources, skipped, records = [], [], [], {}, []
     for path in files:
         fmt = text_format
         if fmt == "auto":
             fmt = "jsonl" if path.suffix in (".jsonl", ".json") else "file"
-        for data, label, source in _raw_documents(path, fmt, root, text_field, label_field):
+        for data, label, source, record in _raw_documents(path, fmt, root, text_field, label_field):
             text = _decode(data, os.path.join(root, source), errors, skipped)
             if text is None:
                 continue
@@ -159,7 +163,8 @@ def read_documents(paths, text_format="auto", text_field="text", label_field="la
             texts.append(text)
             labels.append(label)
             sources.append(source)
-    return texts, labels, sources, skipped
+            records.append(record)
+    return (texts, labels, sources, skipped, records) if with_records else (texts, labels, sources, skipped)
 
 
 def read_texts(paths, text_format="auto", text_field="text", errors="strict"):

@@ -26,11 +26,16 @@ def epoch_permutation(count, seed, epoch):
     TensorFlow's stateless random numbers under the key ``(seed, epoch)``, ranked: the same on every
     machine and at every call.
     """
-    return _permutation_op(count, seed, tf.constant(epoch, tf.int64)).numpy()
+    return permutation_op(count, seed, tf.constant(epoch, tf.int64)).numpy()
 
 
-def _permutation_op(count, seed, epoch):
-    keys = tf.random.stateless_uniform([count], seed=tf.stack([tf.constant(seed, tf.int64), epoch]), dtype=tf.float64)
+def permutation_op(count, seed, epoch, stream=0):
+    """The int64 tensor of `epoch_permutation` (``epoch`` may be a tensor); another ``stream`` draws an
+    independent permutation under the same (seed, epoch), e.g. the order of an epoch's batches."""
+    key = tf.stack([tf.constant(seed, tf.int64), tf.cast(epoch, tf.int64)])
+    if stream:
+        key = tf.random.experimental.stateless_fold_in(key, stream)
+    keys = tf.random.stateless_uniform([count], seed=key, dtype=tf.float64)
     return tf.cast(tf.argsort(keys, stable=True), tf.int64)
 
 
@@ -44,7 +49,7 @@ def example_order(count, seed=0, start=0, shuffle=True):
     first_epoch = start // count
     epochs = tf.data.Dataset.range(first_epoch, INT64_MAX)
     if shuffle:
-        indices = epochs.flat_map(lambda epoch: tf.data.Dataset.from_tensor_slices(_permutation_op(count, seed, epoch)))
+        indices = epochs.flat_map(lambda epoch: tf.data.Dataset.from_tensor_slices(permutation_op(count, seed, epoch)))
     else:
         indices = epochs.flat_map(lambda epoch: tf.data.Dataset.range(count))
     return indices.skip(start - first_epoch * count)

@@ -22,8 +22,9 @@ import os
 import numpy as np
 
 
-def read_tagged(path, require_tags=True):
-    """``(words, tags, sources)`` from a ``.jsonl`` file; tags are strings (``0`` and ``"0"`` are the same tag).
+def read_tagged(path, require_tags=True, with_records=False):
+    """``(words, tags, sources)`` from a ``.jsonl`` file; tags are strings (``0`` and ``"0"`` are the same tag);
+    ``with_records``: each line's JSON object too, fourth.
 
     A line that is not a JSON object with a list of strings ``"tokens"`` and, when ``require_tags``, a list
     ``"tags"`` of the same length raises ``ValueError`` naming ``file:line``.
@@ -31,7 +32,7 @@ def read_tagged(path, require_tags=True):
     if not os.path.isfile(path):
         raise FileNotFoundError(f"no such file: {str(path)!r}; pass a .jsonl file with one "
                                 '{"tokens": [...], "tags": [...]} object a line')
-    words, tags, sources = [], [], []
+    words, tags, sources, records = [], [], [], []
     example = '{"tokens": ["Paris", "is", "big"], "tags": ["LOC", "O", "O"]}'
     with open(path, encoding="utf-8") as f:
         for number, line in enumerate(f, start=1):
@@ -56,9 +57,10 @@ def read_tagged(path, require_tags=True):
             words.append(tokens)
             tags.append([str(t) for t in line_tags])
             sources.append(where)
+            records.append(record)
     if not words:
         raise ValueError(f"{str(path)!r} holds no lines; each line must look like {example}")
-    return words, tags, sources
+    return (words, tags, sources, records) if with_records else (words, tags, sources)
 
 
 def encode_tagged(tokenizer, words, tags, tag_names, seq_len, sources=None):

@@ -133,7 +133,8 @@ def fit_resumable(
     training resumes from its step (optimizer, schedule, dropout RNG and data
     position included) and says so; a saved ``config`` that differs is refused
     unless ``accept_changes``. ``steps`` may be raised to continue a finished
-    run. A NaN/inf loss stops training with `TrainingDiverged`, keeping the last
+    run; a run a callback stopped (early stopping) is recorded as stopped, and a
+    rerun trains no further. A NaN/inf loss stops training with `TrainingDiverged`, keeping the last
     good checkpoint. SIGTERM or Ctrl-C stops at the next step boundary, saves a
     checkpoint there and raises `TrainingInterrupted`. While it checkpoints, the
     run holds ``out_dir``'s lock (`RunLock`): a second run on the same folder is
@@ -169,7 +170,11 @@ def _fit_intervals(model, make_dataset, steps, run, save_every, tokens_per_step,
         raise ValueError(f"This run in {run.out_dir!r} has already done {start} steps, more than --steps {steps}: "
                          f"pass --steps {start} or more to continue it (its step-{start} checkpoint is kept), or choose "
                          "a new --out folder for a shorter run.")
-    if start:
+    if start and run.state_record(start).get("stopped_early"):
+        print(f"this run stopped early at step {start} (a callback ended it, such as early stopping): nothing left "
+              "to train; choose a new --out folder to train again", flush=True)
+        steps = start
+    elif start:
         print(f"resumed from step {start} ({run.directory})", flush=True)
     interval = save_every if save_every else steps
     guard = _StopOnNonFinite()
@@ -205,7 +210,7 @@ def _fit_intervals(model, make_dataset, steps, run, save_every, tokens_per_step,
         logs = {k: float(v[-1]) for k, v in history.history.items()}
         early = bool(getattr(model, "stop_training", False))  # a callback (early stopping) ended the run
         if save_every and (step % interval == 0 or step == steps or early):
-            run.save(checkpoint, step, extra={"logs": logs})
+            run.save(checkpoint, step, extra={"logs": logs, **({"stopped_early": True} if early else {})})
             if on_save is not None:
                 on_save(step, run.directory)
         if early:

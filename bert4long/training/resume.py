@@ -98,9 +98,13 @@ class RunDirectory:
                  and os.path.isfile(os.path.join(self.directory, n, "run.json"))] if os.path.isdir(self.directory) else []
         return max(steps) if steps else None
 
-    def check_config(self, step: int) -> None:
+    def state_record(self, step: int) -> dict[str, Any]:
+        """The ``run.json`` of the state at ``step``: its ``config`` and what `save` was given as ``extra``."""
         with open(os.path.join(self._state_dir(step), "run.json"), encoding="utf-8") as f:
-            saved = json.load(f)["config"]
+            return json.load(f)
+
+    def check_config(self, step: int) -> None:
+        saved = self.state_record(step)["config"]
         # a setting the saved run did not record (an older bert4long) is not compared; it is recorded from now on
         different = sorted(k for k in saved if saved.get(k) != self.config.get(k))
         if not different:
