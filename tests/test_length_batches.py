@@ -46,6 +46,8 @@ def test_every_epoch_reads_each_example_once_in_other_batches(mixed):
         assert batches.shape == (9, 4)
         assert len(set(batches.ravel().tolist())) == 36   # 37 // 4 batches of distinct examples; one left over
     assert len({int(np.setdiff1d(np.arange(37), b.ravel())[0]) for b in epochs}) > 1   # a different one each epoch
+    tokens = [shapes[b, 0].max() for b in epochs[0]]
+    assert tokens[0] == max(tokens) and len(set(tokens)) > 2   # the largest batch first (the memory peak at once)
     grouping = [{frozenset(b.tolist()) for b in batches} for batches in epochs]
     assert grouping[0] != grouping[1] != grouping[2]                                     # other batches every epoch
     np.testing.assert_array_equal(epochs[1], epoch_batches(shapes, 4, seed=5, epoch=1))  # (seed, epoch) decide

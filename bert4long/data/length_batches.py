@@ -9,7 +9,10 @@ its bucket length. A batch is cut to the largest of its rows' shapes (`cut`).
   are grouped by shape, the shuffled order kept inside a group, cut into batches of ``batch_size``, and the
   batches are shuffled (`epoch_batches`): different batches every epoch, a pure function of (seed, epoch), so a
   resumed run reads what the uninterrupted one would have. The ``count % batch_size`` examples left over are the
-  last of the epoch's order: other ones every epoch.
+  last of the epoch's order: other ones every epoch. The batch with the most tokens comes first: a run meets its
+  memory peak at its first step (a batch too large fails at once), and XLA's buffers for the later, smaller
+  shapes reuse that memory (MiniLM on CPU, batch 2, shapes 512 to 1,536 smallest first: 11.3 GB at the peak;
+  largest first: 7.0 GB).
 * Inference (`sorted_batches`): longest first (`predict`: within windows of `SORT_WINDOW` documents); the caller
   puts the results back in input order.
 
@@ -79,16 +82,20 @@ def cut(batch, shapes):
 
 
 def _groups(shapes):
-    """int64 ``[N]``: the rank of each row's padded shape (rows of one shape form one group)."""
-    return np.unique(np.asarray(shapes), axis=0, return_inverse=True)[1].reshape(-1).astype("int64")
+    """int64 ``[N]`` each: the rank of each row's padded shape (rows of one shape form one group), and its tokens."""
+    shapes = np.asarray(shapes)
+    groups = np.unique(shapes, axis=0, return_inverse=True)[1].reshape(-1)
+    return groups.astype("int64"), np.prod(shapes, axis=1).astype("int64")
 
 
 def _epoch_batches_op(groups, batch_size, seed, epoch):
-    count = len(groups)
+    ranks, tokens = groups
+    count = len(ranks)
     order = permutation_op(count, seed, epoch)[: count // batch_size * batch_size]
-    grouped = tf.gather(order, tf.argsort(tf.gather(groups, order), stable=True))
-    batches = tf.reshape(grouped, [-1, batch_size])
-    return tf.gather(batches, permutation_op(count // batch_size, seed, epoch, stream=1))
+    grouped = tf.gather(order, tf.argsort(tf.gather(ranks, order), stable=True))
+    batches = tf.gather(tf.reshape(grouped, [-1, batch_size]), permutation_op(count // batch_size, seed, epoch, stream=1))
+    largest = tf.argmax(tf.reduce_max(tf.gather(tokens, batches), axis=1))   # (the first of equals)
+    return tf.gather(batches, tf.concat([[largest], tf.range(largest), tf.range(largest + 1, count // batch_size)], 0))
 
 
 def _check_batch_size(count, batch_size):
