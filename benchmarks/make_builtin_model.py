@@ -28,6 +28,7 @@ sys.path.insert(0, ROOT)
 OUT = os.path.join(ROOT, "bert4long", "pretrained", "austen-wiki-mini")
 RDB = "usr/lib/R/site-library/janeaustenr/data/Rdata.rdb"
 SPECIALS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
+MAX_FILE_BYTES = 4 * 2**20   # each committed data file stays under the project's 5 MB limit (the checkpoint is sharded)
 
 
 def _r_strings(blob):
@@ -238,7 +239,7 @@ def main(argv=None):
     batches = mlm_batches(sequences, masker_for(tokenizer, args.seq_len), args.batch, seed=args.seed)
     log_every = min(args.log_every, args.steps)
     history = model.fit(batches, steps_per_epoch=log_every, epochs=max(1, args.steps // log_every), verbose=2)
-    builder.save_weights_as_checkpoint(os.path.join(args.out, "bert_model.ckpt"))
+    builder.save_weights_as_checkpoint(os.path.join(args.out, "bert_model.ckpt"), max_shard_bytes=MAX_FILE_BYTES)
     result = measure(model, tokenizer, args.seq_len, most_frequent)
     summary = {"settings": vars(args), "config": settings, "train_tokens": int(counts.sum()),
                "train_sequences": len(sequences), "epochs_of_text": args.steps * args.batch / len(sequences),

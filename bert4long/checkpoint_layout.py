@@ -378,11 +378,12 @@ class CheckpointIO:
         """Write `google_config` as JSON to ``path``, atomically (so a checkpoint folder rebuilds this model exactly)."""
         write_text_atomically(path, json.dumps(self.google_config(), indent=2))
 
-    def save_weights_as_checkpoint(self, checkpoint_path):
-        """Write the weights back in the original layout (hierarchical positions add no rows).
+    def save_weights_as_checkpoint(self, checkpoint_path, max_shard_bytes=None):
+        """Write the weights back in the original layout (hierarchical positions add no rows); ``max_shard_bytes``
+        splits the data file (`bert4long.checkpoints.write_checkpoint`).
 
         Example:
         >>> bert.save_weights_as_checkpoint("out/bert_model.ckpt")  # doctest: +SKIP
         """
         variables = checkpoint_variables(self)
-        write_checkpoint(checkpoint_path, variables)
+        write_checkpoint(checkpoint_path, variables, max_shard_bytes)

@@ -2,7 +2,7 @@
 
 Checkpoints are read with `tf.train.load_checkpoint` and written with the
 `SaveV2` op, so what bert4long writes is a standard TF checkpoint
-(``prefix.index`` + ``prefix.data-00000-of-00001``) that Google's code, Hugging
+(``prefix.index`` + ``prefix.data-00000-of-00001``, or several data shards) that Google's code, Hugging
 Face's converters and `tf.train.list_variables` read by its original names.
 """
 import errno
@@ -131,12 +131,30 @@ class CheckpointReader:
             self._read(name)
 
 
-def write_checkpoint(prefix, variables):
+def _shards(names, variables, max_shard_bytes):
+    """``names`` in consecutive groups whose arrays hold at most ``max_shard_bytes`` together (None: one group)."""
+    if max_shard_bytes is None:
+        return [names]
+    shards, size = [[]], 0
+    for name in names:
+        nbytes = np.asarray(variables[name]).nbytes
+        if shards[-1] and size + nbytes > max_shard_bytes:
+            shards.append([])
+            size = 0
+        shards[-1].append(name)
+        size += nbytes
+    return shards
+
+
+def write_checkpoint(prefix, variables, max_shard_bytes=None):
     """Write ``{name: array}`` as a TF checkpoint at ``prefix``, atomically per file.
 
     The files are written in a temporary folder beside the target and moved into
     place (data first, then index), so an interrupted write never leaves a
-    truncated file under the final name.
+    truncated file under the final name. ``max_shard_bytes`` splits the data into
+    several ``prefix.data-0000i-of-0000n`` files of at most that size each (a variable
+    larger than it gets a file of its own), as TensorFlow's sharded savers write them:
+    every reader of TF checkpoints reads them through the one index.
 
     Example:
     >>> import numpy as np, tempfile, os
@@ -153,13 +171,19 @@ def write_checkpoint(prefix, variables):
     tmp_dir = tempfile.mkdtemp(prefix=".tmp-ckpt-", dir=directory)
     try:
         tmp_prefix = os.path.join(tmp_dir, os.path.basename(prefix))
+        shards = _shards(names, variables, max_shard_bytes)
         try:
-            tf.raw_ops.SaveV2(
-                prefix=tmp_prefix,
-                tensor_names=names,
-                shape_and_slices=[""] * len(names),
-                tensors=[tf.convert_to_tensor(np.asarray(variables[n])) for n in names],
-            )
+            for index, shard in enumerate(shards):
+                tf.raw_ops.SaveV2(
+                    prefix=tmp_prefix if len(shards) == 1 else os.path.join(tmp_dir, f"part-{index:05d}"),
+                    tensor_names=shard,
+                    shape_and_slices=[""] * len(shard),
+                    tensors=[tf.convert_to_tensor(np.asarray(variables[n])) for n in shard],
+                )
+            if len(shards) > 1:   # one index over the parts, renamed prefix.data-0000i-of-0000n
+                tf.raw_ops.MergeV2Checkpoints(
+                    checkpoint_prefixes=[os.path.join(tmp_dir, f"part-{i:05d}") for i in range(len(shards))],
+                    destination_prefix=tmp_prefix)
         except tf.errors.OpError as error:
             if not is_disk_full(error):
                 raise
@@ -169,5 +193,9 @@ def write_checkpoint(prefix, variables):
         for filename in produced:
             os.replace(os.path.join(tmp_dir, filename), os.path.join(directory, filename))
             note_written(os.path.join(directory, filename))
+        data_prefix = os.path.basename(prefix) + ".data-"
+        for filename in os.listdir(directory):   # shards of an older write with another shard count
+            if filename.startswith(data_prefix) and filename not in produced:
+                os.remove(os.path.join(directory, filename))
     finally:
         shutil.rmtree(tmp_dir, ignore_errors=True)

@@ -258,3 +258,31 @@ def test_a_predict_output_file_may_not_be_an_input_or_inside_an_input_folder(tmp
     with guarded_output(argparse.Namespace(command="predict", input=str(docs), output=str(tmp_path / "p.jsonl"))):
         pass
     assert snapshot(tmp_path) == before
+
+
+def test_write_checkpoint_shards_data_under_a_size_limit(tmp_path):
+    """``max_shard_bytes`` splits the data file; TF's own reader reads every tensor back through the one index,
+    and a rewrite with another shard count leaves no stale shard behind."""
+    rng = np.random.default_rng(0)
+    variables = {f"layer_{i}/kernel": rng.normal(size=(64, 64)).astype("float32") for i in range(5)}   # 16 KiB each
+    variables["big"] = rng.normal(size=(128, 128)).astype("float32")   # 64 KiB: larger than the limit
+    prefix = str(tmp_path / "bert_model.ckpt")
+    write_checkpoint(prefix, variables, max_shard_bytes=40_000)
+    data = sorted(f for f in os.listdir(tmp_path) if ".data-" in f)
+    assert len(data) == 4 and data[0].endswith("-of-00004")   # big | layer_0, layer_1 | layer_2, layer_3 | layer_4
+    sizes = sorted(os.path.getsize(tmp_path / f) for f in data)
+    assert sizes[:-1] == [16384, 32768, 32768] and sizes[-1] == 65536   # only the one larger variable exceeds it
+    reader = tf.train.load_checkpoint(prefix)
+    for name, value in variables.items():
+        np.testing.assert_array_equal(reader.get_tensor(name), value)
+    write_checkpoint(prefix, variables)   # one file again: the four shards go
+    assert sorted(os.listdir(tmp_path)) == ["bert_model.ckpt.data-00000-of-00001", "bert_model.ckpt.index"]
+    np.testing.assert_array_equal(tf.train.load_checkpoint(prefix).get_tensor("big"), variables["big"])
+
+
+def test_every_shipped_file_is_under_five_megabytes():
+    """The built-in model is committed to git; the project keeps each file under 5 MB (its data file is sharded)."""
+    folder = os.path.join(os.path.dirname(checkpoints.__file__), "pretrained")
+    sizes = {os.path.join(root, f): os.path.getsize(os.path.join(root, f))
+             for root, _, files in os.walk(folder) for f in files}
+    assert sizes and max(sizes.values()) < 5 * 10**6, max(sizes.items(), key=lambda kv: kv[1])
