@@ -1,4 +1,5 @@
-"""The speed, attention, training, tokenization and raw-text serving benchmarks still run (each once with --quick).
+"""The speed, attention, training, tokenization, raw-text serving and fine-tuning-by-length benchmarks still run
+(each once with --quick).
 
 They run side by side in subprocesses and must exit 0 and write JSON with one row per measurement;
 timings are never asserted here (they belong to the benchmark tables).
@@ -27,6 +28,7 @@ def quick_runs(tmp_path_factory):
         "tokenization": (["--quick", "--output", str(out / "tokenization.json")], out / "tokenization.json"),
         "raw_text_serving": (["--quick", "--out", str(out / "raw_text_serving.json")],
                              out / "raw_text_serving_quick.json"),
+        "finetune_lengths": (["--quick", "--out", str(out / "finetune_lengths.json")], out / "finetune_lengths.json"),
     }
     env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3", "PYTHONPATH": ROOT}
     processes = {name: subprocess.Popen([sys.executable, os.path.join(BENCH, f"{name}.py"), *args], cwd=ROOT,
@@ -36,7 +38,8 @@ def quick_runs(tmp_path_factory):
     return {name: (processes[name].returncode, outputs[name], runs[name][1]) for name in runs}
 
 
-@pytest.mark.parametrize("name", ["speed", "attention", "train", "tokenization", "raw_text_serving"])
+@pytest.mark.parametrize("name", ["speed", "attention", "train", "tokenization", "raw_text_serving",
+                                  "finetune_lengths"])
 def test_benchmark_quick_run_writes_json(quick_runs, name):
     returncode, output, path = quick_runs[name]
     assert returncode == 0, output[-3000:]
