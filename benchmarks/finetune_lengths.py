@@ -31,7 +31,7 @@ ROOT = os.path.dirname(HERE)
 sys.path.insert(0, HERE)
 from common import machine_stamp, print_table, write_json  # noqa: E402
 
-MINILM_MLM = "/work/shared/models/minilm-mlm/bert_model.ckpt"
+MINILM_MLM = os.path.join(ROOT, "..", "shared", "models", "minilm-mlm", "bert_model.ckpt")   # ../shared/README.md
 
 
 def speeches():
@@ -95,6 +95,7 @@ def _seconds(clock):
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--before", help="a source tree of bert4long before batches by length (e.g. `git archive`)")
+    parser.add_argument("--checkpoint", default=MINILM_MLM, help="the model to fine-tune (default ../shared's MiniLM-MLM)")
     parser.add_argument("--seq-len", type=int, default=1536)
     parser.add_argument("--batch-size", type=int, default=4,
                         help="default 4: at 1,536 tokens a batch of 8 needs more than 23 GB with XLA, before and after")
@@ -110,7 +111,7 @@ def main(argv=None):
         _, checkpoint, _ = write_tiny_checkpoint(os.path.join(work, "tiny"), max_position_embeddings=64)
         model_args, args.seq_len, args.batch_size, args.steps = ["--checkpoint", checkpoint], 64, 4, 4
     else:
-        model_args = ["--checkpoint", MINILM_MLM, "--hierarchical-position"]
+        model_args = ["--checkpoint", args.checkpoint] + (["--hierarchical-position"] if args.seq_len > 512 else [])
     (train, valid), n_train, n_valid = split(speeches(), work, 24 if args.quick else None)
     trees = ([("padded to --seq-len (before)", args.before)] if args.before else []) + [("by length (this tree)", ROOT)]
     rows = []
