@@ -680,6 +680,38 @@ def raw_text_section(data, number):
     return out
 
 
+def finetune_length_runs(results_dir):
+    """The ``finetune_lengths*.json`` files of benchmarks/finetune_lengths.py (not the --quick smoke run)."""
+    names = sorted(n for n in os.listdir(results_dir) if n.startswith("finetune_lengths") and n.endswith(".json")
+                   and "quick" not in n)
+    return [data for data in (load_json(os.path.join(results_dir, n)) for n in names) if data]
+
+
+def finetune_lengths_section(runs, number):
+    """`bert4long finetune` on the speeches: every document padded to --seq-len (before) against batches by length."""
+    out = [f"## {number}. Fine-tuning cost: batches by length against padding to --seq-len\n",
+           ("`bert4long finetune` on the 2012 convention speeches (party; 70/30 split per party), one fresh process per "
+            "row under `/usr/bin/time -v` (`benchmarks/finetune_lengths.py`); *before* is the source tree that padded "
+            "every document to `--seq-len`. Scores are those of the final (best) weights on the validation "
+            "speeches.\n")]
+    rows = []
+    for data in runs:
+        settings = data.get("settings", {})
+        epochs = settings.get("epochs")
+        span = f"{settings.get('steps')} steps" if settings.get("steps") else f"{epochs} epoch{'s' * (epochs != 1)}"
+        for r in data.get("rows", []):
+            if "error" in r:
+                continue
+            recall = ", ".join(f"{k} {v:.2f}" for k, v in r.get("recall", {}).items())
+            rows.append([settings.get("seq_len"), settings.get("batch_size"), span, r["variant"], fmt(r.get("epoch_1_s"), 0),
+                         fmt(r.get("estimate_s_per_epoch"), 0), pct(r.get("padding")), fmt(r.get("wall_s"), 0),
+                         fmt(r.get("peak_rss_gb"), 2), fmt(r.get("macro_f1")), pct(r.get("accuracy")), recall])
+    out.append(stamp_line(runs[0].get("stamp")) + "\n")
+    out.append(table(["tokens", "batch", "run", "variant", "epoch 1 s", "estimate s/epoch", "padding", "wall s",
+                      "peak RSS GB", "macro-F1", "accuracy", "recall"], rows) + "\n")
+    return out
+
+
 # --- peers' JSON: render whatever rows they hold ------------------------------------------------
 
 
@@ -796,6 +828,9 @@ def build_report(results_dir, figures, out_path):
         sections.append(lambda k: long_encoders_section(long_encoders, k))
     if raw_text:
         sections.append(lambda k: raw_text_section(raw_text, k))
+    finetune_lengths = finetune_length_runs(results_dir)
+    if finetune_lengths:
+        sections.append(lambda k: finetune_lengths_section(finetune_lengths, k))
     for name, title in PEERS:
         data = load_json(os.path.join(results_dir, name))
         png = os.path.join(results_dir, name.replace(".json", ".png"))

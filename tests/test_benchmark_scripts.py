@@ -1,4 +1,4 @@
-"""The speed, attention, training, tokenization, raw-text serving and fine-tuning-by-length benchmarks still run
+"""The speed, attention, training, tokenization, raw-text serving and fine-tuning benchmarks still run
 (each once with --quick).
 
 They run side by side in subprocesses and must exit 0 and write JSON with one row per measurement;
@@ -29,6 +29,7 @@ def quick_runs(tmp_path_factory):
         "raw_text_serving": (["--quick", "--out", str(out / "raw_text_serving.json")],
                              out / "raw_text_serving_quick.json"),
         "finetune_lengths": (["--quick", "--out", str(out / "finetune_lengths.json")], out / "finetune_lengths.json"),
+        "finetune_study": (["--quick", "--out", str(out / "finetune_study.json")], out / "finetune_study.json"),
     }
     env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3", "PYTHONPATH": ROOT}
     processes = {name: subprocess.Popen([sys.executable, os.path.join(BENCH, f"{name}.py"), *args], cwd=ROOT,
@@ -39,7 +40,7 @@ def quick_runs(tmp_path_factory):
 
 
 @pytest.mark.parametrize("name", ["speed", "attention", "train", "tokenization", "raw_text_serving",
-                                  "finetune_lengths"])
+                                  "finetune_lengths", "finetune_study"])
 def test_benchmark_quick_run_writes_json(quick_runs, name):
     returncode, output, path = quick_runs[name]
     assert returncode == 0, output[-3000:]

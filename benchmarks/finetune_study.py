@@ -1,0 +1,136 @@
+"""Does reading more of a long document help a *fine-tuned* classifier? `bert4long finetune` itself, 3 seeds per model.
+
+Data and split: the 2012 convention speeches (party), 70/30 per party with a fixed seed, exactly as
+``benchmarks/finetune_lengths.py`` (132 training, 57 validation speeches; 68% are longer than 512 tokens).
+Every model is fine-tuned with the same epochs, learning rate and batch size, once per seed, each run a fresh
+`bert4long finetune` process. Scored on the validation speeches **after the last epoch** (not the best epoch:
+choosing the epoch on the same 57 speeches would flatter every model), macro-F1 and accuracy as mean ± standard
+error over the seeds; also the best epoch's macro-F1, for reference.
+
+Models (``NAME=CHECKPOINT[,SEQ_LEN[,FLAG ...]]``; defaults below):
+  512           MiniLM-MLM (../shared/models/minilm-mlm), the first 510 tokens (head truncation)
+  1536-base     the same checkpoint, hierarchical positions (alpha 0.4), the first 1,534 tokens
+  1536-continued-0.4  position_study.py's hierarchical-0.4 model after its 1,000 steps of continued MLM at 1,536
+                (a checkpoint written from that run's final state): pass it with --model
+
+Runs already in the JSON are skipped, so a study can be split over several sessions; their run folders live
+under --work (outside the tree).
+
+    python benchmarks/finetune_study.py --work /work/finetune_study
+    python benchmarks/finetune_study.py --model "1536-continued-0.4=/path/bert_model.ckpt,1536" --seeds 0 1 2
+    python benchmarks/finetune_study.py --quick     # tiny random model, 24 speeches, 2 seeds (smoke run)
+
+Writes benchmarks/results/finetune_study.json (finetune_study_quick.json with --quick).
+"""
+import argparse
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+
+import numpy as np
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+sys.path.insert(0, HERE)
+from common import load_json, machine_stamp, print_table, write_json  # noqa: E402
+from finetune_lengths import MINILM_MLM, speeches, split  # noqa: E402
+
+DEFAULT_MODELS = [f"512={MINILM_MLM},512", f"1536-base={MINILM_MLM},1536,--hierarchical-position"]
+
+
+def parse_model(spec):
+    """``NAME=CHECKPOINT[,SEQ_LEN[,FLAG ...]]`` -> (name, checkpoint, seq_len, flags)."""
+    name, _, rest = spec.partition("=")
+    parts = rest.split(",")
+    if not name or not parts[0]:
+        raise ValueError(f"--model {spec!r}: write NAME=CHECKPOINT[,SEQ_LEN[,FLAG ...]]")
+    return name, parts[0], int(parts[1]) if len(parts) > 1 else 512, parts[2:]
+
+
+def run_once(name, checkpoint, seq_len, flags, seed, data, folder, args):
+    """One `bert4long finetune` process; its per-epoch validation scores and time from metrics.json."""
+    timer = ["/usr/bin/time", "-v"] if os.path.exists("/usr/bin/time") else []
+    command = [*timer, sys.executable, "-m", "bert4long.cli", "finetune", "--checkpoint", checkpoint, *flags,
+               "--train", data[0], "--valid", data[1], "--seq-len", str(seq_len), "--batch-size",
+               str(args.batch_size), "--epochs", str(args.epochs), "--learning-rate", str(args.learning_rate),
+               "--seed", str(seed), "--save-every", "100000", "--out", folder, "--overwrite", "--quiet"]
+    env = {**os.environ, "PYTHONPATH": ROOT, "TF_CPP_MIN_LOG_LEVEL": "3"}
+    result = subprocess.run(command, capture_output=True, text=True, env=env, cwd=ROOT)
+    if result.returncode:
+        raise RuntimeError(f"{name} seed {seed} failed:\n{(result.stdout + result.stderr)[-3000:]}")
+    epochs = load_json(os.path.join(folder, "metrics.json"))["epochs"]
+    last = epochs[-1]["valid"]
+    peak = re.search(r"Maximum resident set size \(kbytes\): (\d+)", result.stderr)
+    return {"model": name, "seed": seed, "checkpoint": checkpoint, "seq_len": seq_len, "flags": flags,
+            "last_macro_f1": last["macro_f1"], "last_accuracy": last["accuracy"],
+            "recall": {k: v["recall"] for k, v in last["per_class"].items()},
+            "best_macro_f1": max(e["valid"]["macro_f1"] for e in epochs),
+            "epoch_seconds": [round(e["train"]["seconds"], 1) for e in epochs],
+            "peak_rss_gb": round(int(peak.group(1)) / 2**20, 2) if peak else None}
+
+
+def mean_se(values):
+    """Mean and standard error (NaN for one value), rounded to 4 decimals."""
+    values = np.asarray(values, dtype=float)
+    se = values.std(ddof=1) / np.sqrt(len(values)) if len(values) > 1 else float("nan")
+    return round(float(values.mean()), 4), round(float(se), 4)
+
+
+def summary(runs):
+    """Per model: mean ± standard error over seeds of the last epoch's scores."""
+    rows = []
+    for name in dict.fromkeys(r["model"] for r in runs):
+        mine = [r for r in runs if r["model"] == name]
+        (f1, f1_se), (acc, acc_se), (best, best_se) = (mean_se([r[key] for r in mine]) for key in
+                                                       ("last_macro_f1", "last_accuracy", "best_macro_f1"))
+        rows.append({"model": name, "seeds": len(mine), "macro_f1": f1, "macro_f1_se": f1_se, "accuracy": acc,
+                     "accuracy_se": acc_se, "best_epoch_macro_f1": best, "best_epoch_macro_f1_se": best_se,
+                     "s_per_epoch": round(float(np.mean([s for r in mine for s in r["epoch_seconds"]])), 1)})
+    return rows
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--model", action="append", help="NAME=CHECKPOINT[,SEQ_LEN[,FLAG ...]] (repeatable)")
+    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
+    parser.add_argument("--epochs", type=int, default=5)
+    parser.add_argument("--learning-rate", type=float, default=5e-5)
+    parser.add_argument("--batch-size", type=int, default=4)
+    parser.add_argument("--work", help="run folders (default: a new temporary folder)")
+    parser.add_argument("--quick", action="store_true", help="tiny random model, 24 speeches, 2 seeds of 1 epoch")
+    parser.add_argument("--out", help="JSON path (default benchmarks/results/finetune_study[_quick].json)")
+    args = parser.parse_args(argv)
+    work = args.work or tempfile.mkdtemp(prefix="finetune_study-")
+    os.makedirs(work, exist_ok=True)
+    models = args.model or DEFAULT_MODELS
+    if args.quick:
+        from bert4long.testing import write_tiny_checkpoint
+
+        _, tiny, _ = write_tiny_checkpoint(os.path.join(work, "tiny"), max_position_embeddings=64)
+        models, args.seeds, args.epochs = [f"tiny={tiny},64"], [0, 1], 1
+    data, n_train, n_valid = split(speeches(), work, 24 if args.quick else None)
+    path = args.out or os.path.join(HERE, "results", f"finetune_study{'_quick' if args.quick else ''}.json")
+    settings = {"epochs": args.epochs, "learning_rate": args.learning_rate, "batch_size": args.batch_size}
+    old = load_json(path) or {}
+    runs = old.get("runs", []) if old.get("settings") == settings else []
+    done = {(r["model"], r["seed"]) for r in runs}
+    for name, checkpoint, seq_len, flags in map(parse_model, models):
+        for seed in args.seeds:
+            if (name, seed) in done:
+                continue
+            runs.append(run_once(name, checkpoint, seq_len, flags, seed, data,
+                                 os.path.join(work, f"{name}-seed{seed}"), args))
+            print(json.dumps({k: runs[-1][k] for k in ("model", "seed", "last_macro_f1", "epoch_seconds")}), flush=True)
+            write_json(path, {"stamp": machine_stamp(), "data": {"train": n_train, "valid": n_valid},
+                              "settings": settings, "runs": runs, "rows": summary(runs)})
+    rows = summary(runs)
+    print_table(rows, ["model", "seeds", "macro_f1", "macro_f1_se", "accuracy", "accuracy_se",
+                       "best_epoch_macro_f1", "s_per_epoch"])
+    print(f"wrote {path}")
+
+
+if __name__ == "__main__":
+    main()
