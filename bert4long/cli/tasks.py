@@ -203,12 +203,13 @@ def _training_reader(model, arrays, pad_id, args):
         buckets_for,
         epoch_batches,
         epoch_shapes,
+        fitted_buckets,
         padded_shapes,
         training_batches,
     )
     from bert4long.training.time_estimate import EpochTimeEstimate
 
-    buckets = buckets_for(model, args.seq_len)
+    buckets = fitted_buckets(arrays[0], pad_id, buckets_for(model, args.seq_len))
     shapes = padded_shapes(arrays[0], pad_id, buckets)
     first = epoch_batches(shapes, args.batch_size, args.seed, 0)
     real = int((arrays[0][first] != pad_id).sum())
