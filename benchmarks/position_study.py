@@ -316,6 +316,12 @@ def state_folder(args, method):
     return os.path.join(args.run_dir, f"train_{args.long_length}", safe)
 
 
+def train_settings(args, method):
+    """What a method's training state records (resuming with other settings is refused)."""
+    return {"method": method, "steps": args.train_steps, "eval_every": args.eval_every, "lr": args.train_lr,
+            "batch": args.batch, "seq_len": args.long_length, "data_seed": 3, "base": args.base_checkpoint}
+
+
 def train_turn(args, data, masker, sequences, results, method, turn_steps):
     """Advance ``method``'s continued MLM by up to ``turn_steps`` steps, resuming its saved state.
 
@@ -337,8 +343,7 @@ def train_turn(args, data, masker, sequences, results, method, turn_steps):
 
     run = results.setdefault("training", {}).setdefault(method, {})
     WRITTEN_HERE.add(("training", method))
-    settings = {"method": method, "steps": args.train_steps, "eval_every": args.eval_every, "lr": args.train_lr,
-                "batch": args.batch, "seq_len": args.long_length, "data_seed": 3, "base": args.base_checkpoint}
+    settings = train_settings(args, method)
     if run.get("curve") and any(run.get(k) != settings[k] for k in ("steps", "eval_every", "lr", "batch", "seq_len")):
         raise ValueError(f"training[{method!r}] in {args.out} ran with other settings "
                          f"({ {k: run.get(k) for k in ('steps', 'eval_every', 'lr', 'batch', 'seq_len')} }): "
@@ -433,9 +438,40 @@ def stage_train(args, data, tokenizer, results):
         turns += 1
 
 
+def stage_export(args, data, tokenizer, results):
+    """Each finished --train-methods model as a checkpoint folder ``--export-dir/<method>/`` that `bert4long finetune`
+    and `build_transformer_model` read: bert_config.json (recording its position extension), bert_model.ckpt.*,
+    vocab.txt; taken from the method's last training state."""
+    import shutil
+
+    import tensorflow as tf
+
+    from bert4long.training import RunDirectory
+
+    for method in args.train_methods:
+        run = results.get("training", {}).get(method, {})
+        if not run.get("done"):
+            print(f"export: {method} has not finished its {run.get('stop_at', args.train_steps)} steps; skipped")
+            continue
+        model, builder = build(args, args.base_checkpoint, method, args.long_length)
+        step = RunDirectory(state_folder(args, method), train_settings(args, method)).restore(
+            tf.train.Checkpoint(model=model))
+        if step != run["steps_done"]:
+            raise ValueError(f"export: {method}'s saved state is at step {step}, its curve at {run['steps_done']}")
+        folder = os.path.join(args.export_dir, method)
+        os.makedirs(folder, exist_ok=True)
+        builder.write_config(os.path.join(folder, "bert_config.json"))
+        builder.save_weights_as_checkpoint(os.path.join(folder, "bert_model.ckpt"))
+        shutil.copy(os.path.join(minilm_folder(), "vocab.txt"), folder)   # the study's tokenizer
+        run["exported"] = {"step": step, "folder": folder}
+        save(args.out, results)
+        print(f"export: {method} at step {step} -> {folder}", flush=True)
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--stage", choices=["base", "zeroshot", "train", "all"], default="all")
+    parser.add_argument("--stage", choices=["base", "zeroshot", "train", "export", "all"], default="all",
+                        help="all: base, zeroshot and train; export: write the finished --train-methods models")
     parser.add_argument("--quick", action="store_true", help="tiny random model, 32/64 tokens, a few steps")
     parser.add_argument("--base-length", type=int, default=512)
     parser.add_argument("--long-length", type=int, default=1024)
@@ -479,6 +515,7 @@ def main(argv=None):
     parser.add_argument("--no-xla", dest="xla", action="store_false", help="train without XLA")
     parser.add_argument("--out", default=None)
     parser.add_argument("--run-dir", default=None, help="base and training states (default runs/position_study)")
+    parser.add_argument("--export-dir", default=None, help="--stage export: where (default --run-dir/exported)")
     args = parser.parse_args(argv)
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
     keep_results = not args.quick or args.run_dir is not None  # a --quick run resumes only in a given --run-dir
@@ -501,6 +538,7 @@ def main(argv=None):
         args.config = os.path.join(minilm_folder(), "config.json")
         args.source_checkpoint = minilm_folder()
     args.run_dir = args.run_dir or os.path.join(ROOT, "runs", "position_study")
+    args.export_dir = args.export_dir or os.path.join(args.run_dir, "exported")
     times = args.long_length // args.base_length
     args.out = args.out or os.path.join(HERE, "results", "position_study_quick.json" if args.quick
                                         else f"position_study_{times}x.json")
@@ -533,7 +571,8 @@ def main(argv=None):
         results.setdefault("commands", {}).setdefault(stage, [])
         if results["stamp"]["command"] not in results["commands"][stage]:
             results["commands"][stage].append(results["stamp"]["command"])
-        {"base": stage_base, "zeroshot": stage_zeroshot, "train": stage_train}[stage](args, data, tokenizer, results)
+        {"base": stage_base, "zeroshot": stage_zeroshot, "train": stage_train,
+         "export": stage_export}[stage](args, data, tokenizer, results)
     print("wrote", args.out)
     return results
 

@@ -62,18 +62,18 @@ def runs(tmp_path_factory):
     with open(tmp / "lost.json", "w") as f:
         json.dump(payload, f)
     uninterrupted = run("lost")
-    return cut, resumed, uninterrupted
+    return cut, resumed, uninterrupted, tmp
 
 
 def test_interrupted_turns_stop_at_the_turn(runs):
-    cut, _, _ = runs
+    cut, _, _, _ = runs
     for method in METHODS:
         assert [p["step"] for p in cut[method]["curve"]] == [0, 2]
         assert cut[method]["steps_done"] == 2 and not cut[method]["done"]
 
 
 def test_lost_state_is_trained_again_keeping_the_curve(runs):
-    _, resumed, uninterrupted = runs
+    _, resumed, uninterrupted, _ = runs
     for method in METHODS:
         assert [p["step"] for p in uninterrupted[method]["curve"]] == [0, 2, 4]
         assert uninterrupted[method]["curve"][1] == resumed[method]["curve"][1]  # kept, not evaluated again
@@ -81,7 +81,7 @@ def test_lost_state_is_trained_again_keeping_the_curve(runs):
 
 
 def test_resumed_run_ends_with_the_uninterrupted_numbers(runs):
-    _, resumed, uninterrupted = runs
+    _, resumed, uninterrupted, _ = runs
     for method in METHODS:
         assert [p["step"] for p in resumed[method]["curve"]] == [0, 2, 4]
         assert [(s["from_step"], s["to_step"]) for s in resumed[method]["segments"]] == [(0, 2), (2, 4)]
@@ -122,3 +122,33 @@ def test_report_states_shares_errors_and_claims(tmp_path):
     assert "69% kept" in text and "close to the post's" in text
     assert "holds at 3× — α = 0.4 beats α = 0.8 (20.0%)" in text
     assert "| hierarchical-0.4 | 100 of 1000 |" in text and "hierarchical-0.4 at step 100" in text
+
+
+def test_export_writes_folders_that_read_like_the_trained_models(runs, tmp_path):
+    """`--stage export` turns each finished method's last state into a checkpoint folder: built from that folder
+    alone (its config restores the position extension), the model gives the trained model's MLM outputs."""
+    import numpy as np
+    import tensorflow as tf
+
+    from bert4long.position_record import RECORD_KEY
+    from bert4long.training import RunDirectory, build_mlm_model
+
+    study, tmp = load_study(), runs[3]
+    args = ["--quick", "--base-checkpoint", str(tmp / "made" / "base"), "--train-steps", "4", "--eval-every", "2",
+            "--train-lr", "1e-2", "--dropout", "0.1", "--train-methods", *METHODS, "--run-dir", str(tmp / "cut"),
+            "--out", str(tmp / "cut.json")]
+    study.main([*args, "--stage", "export", "--export-dir", str(tmp_path)])
+    ids = np.random.default_rng(0).integers(5, 100, size=(2, 64)).astype("int32")
+    inputs = [ids, np.zeros_like(ids), np.tile(np.arange(0, 64, 7, dtype="int32"), (2, 1))]   # masked positions
+    for method, extension in zip(METHODS, ["hierarchical", "copy"]):
+        folder = tmp_path / method
+        config = json.loads((folder / "bert_config.json").read_text())
+        assert config[RECORD_KEY]["method"] == extension and (folder / "vocab.txt").exists()
+        exported, _, _ = build_mlm_model(str(folder / "bert_config.json"), str(folder / "bert_model.ckpt"))
+        parsed = study.parse_method(method, 64)
+        trained, _, _ = build_mlm_model(str(tmp / "made" / "base" / "bert_config.json"),
+                                        str(tmp / "made" / "base" / "bert_model.ckpt"), dropout_rate=0.1, **parsed)
+        tf.train.Checkpoint(model=trained).read(
+            os.path.join(RunDirectory(tmp / "cut" / "train_64" / method, {}).directory, "step-000000004", "ckpt")
+        ).expect_partial()
+        np.testing.assert_allclose(exported(inputs, training=False), trained(inputs, training=False), atol=1e-5)
