@@ -22,6 +22,9 @@ Strategies (the document's content tokens, [CLS] ... [SEP] around each sequence)
   tfidf-512             no encoder: sklearn's TF-IDF (over the same first 510 WordPiece pieces) + logistic
                         regression, C chosen by an inner CV, all fitted per training fold: the user's baseline
   tfidf-whole           the same over the whole document
+  NAME-continued-LENGTH a model after continued MLM (``--continued NAME-continued-1536=FOLDER``: a folder that
+                        ``position_study.py --stage export`` wrote; its config restores its position extension),
+                        the first LENGTH - 2 tokens
 
     python benchmarks/classification_study.py
     python benchmarks/classification_study.py --strategies head-512 hierarchical-1024
@@ -80,6 +83,10 @@ def encoder_for(strategy, args):
     from bert4long.models import build_transformer_model
     from bert4long.recurrence import SegmentRecurrentEncoder
 
+    if strategy in args.continued:   # a bert4long folder: its config records the positions it was trained with
+        folder = args.continued[strategy]
+        bert = build_transformer_model(os.path.join(folder, "bert_config.json"), os.path.join(folder, "bert_model.ckpt"))
+        return tf.function(lambda t, s: bert([t, s], training=False), reduce_retracing=True)
     long = strategy.split("-")[0] in ("hierarchical", "recurrence", "sliding")
     kwargs = {"hierarchical_position": 0.4} if long else {}
     if strategy.startswith("sliding"):
@@ -238,11 +245,17 @@ def main(argv=None):
                         help="also report these C (sensitivity only: the table's C is fixed in advance)")
     parser.add_argument("--batch", type=int, default=4)
     parser.add_argument("--segment", type=int, default=512, help="recurrence segment / sliding window size")
+    parser.add_argument("--continued", nargs="*", default=[], metavar="NAME-continued-LENGTH=FOLDER",
+                        help="also rows for these models after continued MLM (folders of position_study --stage export)")
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--out", default=None)
     parser.add_argument("--cache-dir", default=os.path.join(ROOT, "runs", "classification_study"))
     args = parser.parse_args(argv)
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+    args.continued = dict(spec.split("=", 1) for spec in args.continued)
+    for name in args.continued:
+        if "-continued-" not in name or not name.rsplit("-", 1)[1].isdigit():
+            raise ValueError(f"--continued {name}=...: name it NAME-continued-LENGTH, e.g. hierarchical-0.4-continued-1536")
     texts, parties = load_speeches()
     args.scale = 1
     if args.quick:  # 12 speeches, tiny random model, every length / 16
@@ -257,6 +270,7 @@ def main(argv=None):
         args.config, args.checkpoint = write_tiny_config(os.path.join(args.cache_dir, "config.json")), None
     else:
         args.config, args.checkpoint = os.path.join(minilm_folder(), "config.json"), minilm_folder()
+    args.strategies = [*args.strategies, *args.continued]
     args.out = args.out or os.path.join(HERE, "results", "classification_study_quick.json" if args.quick
                                         else "classification_study.json")
     labels = sorted(set(parties))
