@@ -58,9 +58,9 @@ class _QuietStartAndRegister(importlib.abc.MetaPathFinder):
     """Wraps the first ``import tensorflow`` and ``import keras`` (by anyone, after bert4long): TensorFlow starts
     quietly (`bert4long.tf_startup`), and once Keras has loaded, `register_keras_classes` runs.
 
-    When a bert4long module is what imports Keras, the registration waits until that module (and any bert4long
-    module importing it) has finished, so that it never re-enters a half-initialised module: the finder counts
-    the bert4long modules being executed.
+    When a bert4long module (or TensorFlow, which imports Keras itself) is what imports Keras, the registration
+    waits until that module (and any bert4long module importing it) has finished, so that it never re-enters a
+    half-initialised module: the finder counts the bert4long modules, and TensorFlow, being executed.
     """
 
     def __init__(self):
@@ -71,8 +71,8 @@ class _QuietStartAndRegister(importlib.abc.MetaPathFinder):
     def find_spec(self, name, path=None, target=None):
         if name not in self.pending and not name.startswith("bert4long."):
             return None
-        self.pending.discard(name)
-        spec = self._found_by_others(name)
+        spec = self._found_by_others(name)   # (`pending` shrinks when the module runs: TensorFlow asks for Keras's
+        # spec several times, with importlib.util.find_spec, before it imports Keras)
         if spec is None or spec.loader is None or not hasattr(spec.loader, "exec_module"):
             return spec
         run_module = spec.loader.exec_module
@@ -94,13 +94,20 @@ class _QuietStartAndRegister(importlib.abc.MetaPathFinder):
         def run_quietly(module):
             from bert4long.tf_startup import quiet_startup
 
-            with quiet_startup(started):
-                run_module(module)
-                if name == "tensorflow":
-                    module.config.list_physical_devices()   # the CUDA probe's lines, parked too
+            self.pending.discard(name)
+            inside = name == "tensorflow"   # TensorFlow imports Keras itself: register once TensorFlow is whole
+            self.depth += inside
+            try:
+                with quiet_startup(started):
+                    run_module(module)
+                    if name == "tensorflow":
+                        module.config.list_physical_devices()   # the CUDA probe's lines, parked too
+            finally:
+                self.depth -= inside
             if name == "keras" and self.depth:
                 self.register_when_done = True
-            elif name == "keras":
+            elif name == "keras" or (self.register_when_done and not self.depth):
+                self.register_when_done = False
                 register_keras_classes()
 
         spec.loader.exec_module = run_quietly

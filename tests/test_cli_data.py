@@ -1,6 +1,9 @@
 """The command line's one data road: per-epoch shuffled order, held-out slices, token-labelling data, and an
 interrupted CLI run that resumes to bit-identical weights."""
 import json
+import os
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -158,7 +161,8 @@ def test_finetune_integer_labels_then_predict(tiny_bert, tmp_path, capsys):
 
 def test_export_run_serves_the_fine_tuned_classifier_on_raw_text(tiny_bert, tmp_path, capsys):
     """`export --run` writes the classifier `finetune` saved; with --raw-text its serving_default reads whole
-    documents (WordPiece in the graph, the run's own length and casing) and gives `predict --run`'s numbers."""
+    documents (WordPiece in the graph, the run's own length and casing) and gives `predict --run`'s numbers
+    (`export` run in a fresh process: the saved classifier must load there too)."""
     import tensorflow as tf
 
     from bert4long.cli import main
@@ -175,14 +179,19 @@ def test_export_run_serves_the_fine_tuned_classifier_on_raw_text(tiny_bert, tmp_
     inputs.write_text("".join(json.dumps({"text": text}) + "\n" for text in texts))
     assert main(["predict", "--run", run, "--input", str(inputs), "--output", str(tmp_path / "out.jsonl")]) == 0
     expected = [json.loads(line)["probabilities"] for line in (tmp_path / "out.jsonl").read_text().splitlines()]
-    assert main(["export", "--run", run, "--raw-text", "--out", str(tmp_path / "served")]) == 0
+    # export as a user runs it: a fresh process, where only the command line has imported bert4long and TensorFlow
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    fresh = subprocess.run([sys.executable, "-m", "bert4long_command", "export", "--run", run, "--raw-text", "--out",
+                            str(tmp_path / "served")], capture_output=True, text=True, timeout=300, cwd=root,
+                           env={**os.environ, "PYTHONPATH": root})
+    assert fresh.returncode == 0, fresh.stderr[-2000:]
     serve = tf.saved_model.load(str(tmp_path / "served")).signatures["serving_default"]
     served = serve(texts=tf.constant(texts))
     probabilities = tf.nn.softmax(served["logits"]).numpy()
     np.testing.assert_allclose(probabilities, [[p["a"], p["b"]] for p in expected], atol=1e-5)
     np.testing.assert_allclose(served["probabilities"].numpy(), probabilities, atol=1e-6)
     assert [name.decode() for name in served["label"].numpy()] == [max(p, key=p.get) for p in expected]
-    assert "probabilities, label" in capsys.readouterr().out
+    assert "probabilities, label" in fresh.stdout
     assert main(["export", "--run", run, "--checkpoint", checkpoint, "--out", str(tmp_path / "both")]) == 1
     assert "one source" in capsys.readouterr().err
 

@@ -32,10 +32,14 @@ CHECK = "import sys; {imports}; print(' '.join(m for m in sys.argv[1:] if m not 
 
 
 @pytest.mark.parametrize("imports", ["import bert4long, keras", "import keras, bert4long",
-                                     "import bert4long; bert4long.build_transformer_model"])
+                                     "import bert4long; bert4long.build_transformer_model",
+                                     # TensorFlow imports Keras itself (the command line starts it this way)
+                                     "import bert4long, tensorflow", "import tensorflow, bert4long",
+                                     "import bert4long; from bert4long.tf_startup import import_tensorflow_quietly; "
+                                     "import_tensorflow_quietly()"])
 def test_keras_with_bert4long_runs_every_module_that_registers_a_class(imports):
-    """``import bert4long`` is light, but once Keras is imported (before or after it) or a public name is used,
-    every registering module has run: a saved model loads with ``keras.models.load_model``."""
+    """``import bert4long`` is light, but once Keras is imported (before or after it, or by TensorFlow) or a public
+    name is used, every registering module has run: a saved model loads with ``keras.models.load_model``."""
     modules = registering_modules()
     assert "bert4long.longformer" in modules and "bert4long.layers.embeddings" in modules
     run = subprocess.run([sys.executable, "-c", CHECK.format(imports=imports), *modules], capture_output=True,
