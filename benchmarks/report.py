@@ -692,8 +692,8 @@ def finetune_lengths_section(runs, number):
     out = [f"## {number}. Fine-tuning cost: batches by length against padding to --seq-len\n",
            ("`bert4long finetune` on the 2012 convention speeches (party; 70/30 split per party), one fresh process per "
             "row under `/usr/bin/time -v` (`benchmarks/finetune_lengths.py`); *before* is the source tree that padded "
-            "every document to `--seq-len`. Scores are those of the final (best) weights on the validation "
-            "speeches.\n")]
+            "every document to `--seq-len` (bf4c1a3, the commit before batches by length). Scores are those of the "
+            "final (best) weights on the validation speeches; one seed, so a few points of macro-F1 are noise.\n")]
     rows = []
     for data in runs:
         settings = data.get("settings", {})
@@ -703,11 +703,15 @@ def finetune_lengths_section(runs, number):
             if "error" in r:
                 continue
             recall = ", ".join(f"{k} {v:.2f}" for k, v in r.get("recall", {}).items())
-            rows.append([settings.get("seq_len"), settings.get("batch_size"), span, r["variant"], fmt(r.get("epoch_1_s"), 0),
+            epochs_s = " / ".join(f"{t:.0f}" for t in r["epoch_s"]) if r.get("epoch_s") else fmt(r.get("epoch_1_s"), 0)
+            side = " (side by side)" if settings.get("side_by_side") else ""
+            buckets = next((line.split("padded to ")[1].split(" tokens")[0] for line in r.get("output", [])
+                            if line.startswith("batches by length")), "--seq-len")
+            rows.append([settings.get("seq_len"), settings.get("batch_size"), span + side, r["variant"], buckets, epochs_s,
                          fmt(r.get("estimate_s_per_epoch"), 0), pct(r.get("padding")), fmt(r.get("wall_s"), 0),
                          fmt(r.get("peak_rss_gb"), 2), fmt(r.get("macro_f1")), pct(r.get("accuracy")), recall])
     out.append(stamp_line(runs[0].get("stamp")) + "\n")
-    out.append(table(["tokens", "batch", "run", "variant", "epoch 1 s", "estimate s/epoch", "padding", "wall s",
+    out.append(table(["tokens", "batch", "run", "variant", "padded to", "epoch s", "estimate s/epoch", "padding", "wall s",
                       "peak RSS GB", "macro-F1", "accuracy", "recall"], rows) + "\n")
     return out
 
