@@ -52,10 +52,17 @@ def copy_tokenizer(args, out):
     return names
 
 
+def weights_only(model):
+    """A plain Keras functional model over ``model``'s layers (nothing copied): saving it writes the weights alone,
+    not the optimizer's state (AdamW's two slots: about 3x the size) or the compile settings."""
+    import keras
+
+    return keras.Model(model.inputs, model.outputs, name=model.name)
+
+
 def save_final_model(model, path):
-    """Write ``model`` to ``path`` (``.keras``) for use: a plain Keras functional model over the same layers
-    (nothing copied), without the optimizer's state or the compile settings. That is the weights' size, not
-    about 3x it (AdamW's two slots), and the run's resumable state stays in checkpoints/.
+    """Write ``model`` to ``path`` (``.keras``) for use: `weights_only`, the weights' size, not about 3x it; the
+    run's resumable state stays in checkpoints/.
 
     Keras 3 loads a custom class only once its module ran (it imports keras modules alone), so
     ``keras.models.load_model(path)`` needs ``import bert4long`` first. Without it Keras stops at the first
@@ -63,10 +70,7 @@ def save_final_model(model, path):
     ``bert4long.layers...``, about 1 kB), where a bert4long model class at the top would print the whole
     graph (tens of kB). The loaded model is a ``keras.Model``: `load_final_model` range-checks it again.
     """
-    import keras
-
-    plain = keras.Model(model.inputs, model.outputs, name=model.name)
-    atomic_write(path, plain.save, suffix=".keras")
+    atomic_write(path, weights_only(model).save, suffix=".keras")
 
 
 def load_final_model(path):

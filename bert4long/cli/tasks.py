@@ -34,6 +34,7 @@ from bert4long.cli.run_folder import (
     save_final_model,
     saved_line,
     start_writing,
+    weights_only,
 )
 from bert4long.outputs import atomic_write, write_text_atomically
 
@@ -329,7 +330,8 @@ class MetricsRecord:
         self.record["epochs"] = [e for e in self.record["epochs"] if e["epoch"] < epoch] + [entry]
         best = self.best_epoch()
         if best is not None and best["epoch"] == epoch:
-            atomic_write(os.path.join(self.args.out, BEST_FILE), self.model.save_weights, suffix=".weights.h5")
+            atomic_write(os.path.join(self.args.out, BEST_FILE), weights_only(self.model).save_weights,
+                         suffix=".weights.h5")   # (the weights alone: a third of the model's save_weights)
             line += f" (best {self.args.select_metric} so far)"
         elif best is not None and self.args.early_stopping and epoch - best["epoch"] >= self.args.early_stopping:
             line += f"; no better {self.args.select_metric} for {epoch - best['epoch']} epochs: early stop"
@@ -365,7 +367,7 @@ class MetricsRecord:
             return
         last = self.scores()[metric]
         if best["valid"][metric] > last:
-            self.model.load_weights(path)
+            weights_only(self.model).load_weights(path)   # (also reads an earlier file holding the optimizer's state)
             print(f"kept epoch {best['epoch']}'s weights: {metric} {best['valid'][metric]:.3f} (the last weights: "
                   f"{last:.3f})", flush=True)
             self.record["selected_epoch"] = best["epoch"]
