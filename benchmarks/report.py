@@ -682,8 +682,8 @@ def raw_text_section(data, number):
 
 def finetune_length_runs(results_dir):
     """The ``finetune_lengths*.json`` files of benchmarks/finetune_lengths.py (not the --quick smoke run)."""
-    names = sorted(n for n in os.listdir(results_dir) if n.startswith("finetune_lengths") and n.endswith(".json")
-                   and "quick" not in n)
+    names = sorted(n for n in (os.listdir(results_dir) if os.path.isdir(results_dir) else [])
+                   if n.startswith("finetune_lengths") and n.endswith(".json") and "quick" not in n)
     return [data for data in (load_json(os.path.join(results_dir, n)) for n in names) if data]
 
 
