@@ -13,8 +13,8 @@ Models (``NAME=CHECKPOINT[,SEQ_LEN[,FLAG ...]]``; defaults below):
   1536-continued-0.4  position_study.py's hierarchical-0.4 model after its 1,000 steps of continued MLM at 1,536
                 (a checkpoint written from that run's final state): pass it with --model
 
-Runs already in the JSON are skipped, so a study can be split over several sessions; their run folders live
-under --work (outside the tree).
+Runs already in the JSON are skipped, and a run stopped midway resumes from its last checkpoint (every
+--save-every steps) in its folder under --work (outside the tree), so a study can be split over several sessions.
 
     python benchmarks/finetune_study.py --work /work/finetune_study
     python benchmarks/finetune_study.py --model "1536-continued-0.4=/path/bert_model.ckpt,1536" --seeds 0 1 2
@@ -56,7 +56,7 @@ def run_once(name, checkpoint, seq_len, flags, seed, data, folder, args):
     command = [*timer, sys.executable, "-m", "bert4long.cli", "finetune", "--checkpoint", checkpoint, *flags,
                "--train", data[0], "--valid", data[1], "--seq-len", str(seq_len), "--batch-size",
                str(args.batch_size), "--epochs", str(args.epochs), "--learning-rate", str(args.learning_rate),
-               "--seed", str(seed), "--save-every", "100000", "--out", folder, "--overwrite", "--quiet"]
+               "--seed", str(seed), "--save-every", str(args.save_every), "--out", folder, "--quiet"]
     env = {**os.environ, "PYTHONPATH": ROOT, "TF_CPP_MIN_LOG_LEVEL": "3"}
     result = subprocess.run(command, capture_output=True, text=True, env=env, cwd=ROOT)
     if result.returncode:
@@ -100,6 +100,7 @@ def main(argv=None):
     parser.add_argument("--learning-rate", type=float, default=5e-5)
     parser.add_argument("--batch-size", type=int, default=4)
     parser.add_argument("--work", help="run folders (default: a new temporary folder)")
+    parser.add_argument("--save-every", type=int, default=33, help="steps between resumable checkpoints")
     parser.add_argument("--quick", action="store_true", help="tiny random model, 24 speeches, 2 seeds of 1 epoch")
     parser.add_argument("--out", help="JSON path (default benchmarks/results/finetune_study[_quick].json)")
     args = parser.parse_args(argv)
