@@ -8,10 +8,12 @@ to its ``attention_kernel``, an `AttentionKernel` looked up by name with
 from bert4long.attention.base import (
     AttentionKernel,
     FullAttention,
+    KernelOption,
     get_attention_kernel,
     length_rule,
     masked_softmax,
     register_attention_kernel,
+    registered_kernels,
 )
 from bert4long.attention.bigbird import BigBirdAttention
 from bert4long.attention.block_sparse import BlockSparseAttention
@@ -29,6 +31,7 @@ __all__ = [
     "BlockSparseAttention",
     "ChunkedAttention",
     "FullAttention",
+    "KernelOption",
     "LSHAttention",
     "LongformerAttention",
     "MultiHeadAttention",
@@ -39,4 +42,5 @@ __all__ = [
     "length_rule",
     "masked_softmax",
     "register_attention_kernel",
+    "registered_kernels",
 ]
