@@ -35,15 +35,14 @@ import warnings
 
 import keras
 import numpy as np
-from keras import ops
 
-from bert4long.attention import get_attention_kernel
+from bert4long.attention import MultiHeadAttention
+from bert4long.attention.positions import RotateHalfPositions
 from bert4long.checkpoint_layout import to_checkpoint
 from bert4long.checkpoints import MissingCheckpointVariableError
 from bert4long.layers import Add, BiasAdd, Embedding, FeedForward, GatherPositions
 from bert4long.layers.activations import get_activation
 from bert4long.layers.dropout import Recompute, SeededDropout, name_seed
-from bert4long.layers.positions import apply_rotary_half, check_even_dim
 from bert4long.models import Transformer
 from bert4long.outputs import atomic_write, write_text_atomically
 
@@ -52,26 +51,11 @@ LAYER_TYPES = ("full_attention", "sliding_attention")
 
 
 @keras.saving.register_keras_serializable(package="bert4long")
-class ModernBertAttention(keras.layers.Layer):
-    """ModernBERT self-attention: fused ``Wqkv``, rotate-half rotary positions, a kernel, ``Wo``.
-
-    Args:
-        heads: number of attention heads (head size = input size / heads).
-        rope_theta: base of the rotary frequencies.
-        window: None for global attention (kernel ``attention``); an even total
-            window for local attention (the ``sliding_window`` kernel,
-            ``|i - j| <= window // 2``).
-        use_bias: whether ``Wqkv`` and ``Wo`` have biases.
-        attention_dropout: dropout rate on the attention probabilities.
-        attention: the global layers' kernel (``'full'``, or ``'chunked'`` for
-            memory linear in the length; same numbers).
-        attention_config: options of that kernel.
-        kernel_initializer: initializer of both projections.
-
-    Call arguments:
-        inputs: ``[x, key_mask]``: ``[batch, length, dim]`` and ``[batch, length]``
-            (non-zero for real tokens).
-        training: enables dropout.
+class ModernBertAttention(MultiHeadAttention):
+    """ModernBERT's attention under its former name and arguments: a `MultiHeadAttention` with a fused ``qkv``,
+    `RotateHalfPositions` of base ``rope_theta`` and, with a ``window``, the ``sliding_window`` kernel
+    (``|i - j| <= window // 2``). `ModernBERT` builds `MultiHeadAttention` itself; this name stays for code and
+    ``.keras`` files that use it.
 
     Example:
     >>> import numpy as np
@@ -83,60 +67,29 @@ class ModernBertAttention(keras.layers.Layer):
 
     def __init__(self, heads, rope_theta, window=None, use_bias=False, attention_dropout=0.0, attention="full",
                  attention_config=None, kernel_initializer="glorot_uniform", **kwargs):
-        super().__init__(**kwargs)
-        self.heads = heads
         self.rope_theta = float(rope_theta)
-        self.window = window
-        self.use_bias = use_bias
-        self.attention_dropout = attention_dropout
-        self.attention = attention
-        self.attention_config = dict(attention_config or {})
-        self.kernel_initializer = keras.initializers.get(kernel_initializer)
-        common = {"dropout_rate": attention_dropout, "name": "attention_kernel", "dtype": self.dtype_policy,
-                  "dropout_seed": name_seed(self.name)}
-        if window is None:
-            self.attention_kernel = get_attention_kernel(attention, **{**common, **self.attention_config})
-        else:
-            self.attention_kernel = get_attention_kernel("sliding_window", window=window, global_tokens=[],
-                                                         max_global_tokens=0, **common)
-
-    @property
-    def kernel(self):
-        """The attention kernel (former name of ``attention_kernel``, kept for code and ``.keras`` files)."""
-        return self.attention_kernel
-
-    def build(self, input_shape):
-        dim = input_shape[0][-1]
-        if dim % self.heads:
-            raise ValueError(f"ModernBertAttention: hidden size {dim} is not a multiple of heads={self.heads}.")
-        self.head_size = check_even_dim(dim // self.heads, "ModernBERT's rotary positions")
-        common = {"use_bias": self.use_bias, "kernel_initializer": self.kernel_initializer, "dtype": self.dtype_policy}
-        self.qkv = keras.layers.Dense(3 * dim, name="qkv", **common)
-        self.output_dense = keras.layers.Dense(dim, name="output", **common)
-        self.qkv.build(input_shape[0])
-        self.output_dense.build(input_shape[0])
-        self.attention_kernel.build_kernel(self.heads, self.head_size, dim)
-        self.attention_kernel.build(tuple(input_shape[0][:-1]) + (self.heads, self.head_size))
-
-    def call(self, inputs, training=None):
-        x, key_mask = inputs
-        batch, length = ops.shape(x)[0], ops.shape(x)[1]
-        qkv = ops.reshape(self.qkv(x), (batch, length, 3, self.heads, self.head_size))
-        q, k, v = qkv[:, :, 0], qkv[:, :, 1], qkv[:, :, 2]
-        q, k = apply_rotary_half(q, self.rope_theta), apply_rotary_half(k, self.rope_theta)
-        o = self.attention_kernel(q, k, v, key_mask, hidden=x, training=training)
-        return self.output_dense(ops.reshape(o, (batch, length, self.heads * self.head_size)))
-
-    def compute_output_shape(self, input_shape):
-        return tuple(input_shape[0])
+        super().__init__(heads, None, use_bias=use_bias, attention_dropout=attention_dropout,
+                         **modernbert_kernel(window, attention, attention_config),
+                         kernel_initializer=kernel_initializer, positions=RotateHalfPositions(rope_theta),
+                         fused_qkv=True, **kwargs)
+        self.attention, self.attention_config = attention, dict(attention_config or {})
 
     def get_config(self):
-        config = super().get_config()
+        config = keras.layers.Layer.get_config(self)
         config.update(heads=self.heads, rope_theta=self.rope_theta, window=self.window, use_bias=self.use_bias,
                       attention_dropout=self.attention_dropout, attention=self.attention,
                       attention_config=self.attention_config,
                       kernel_initializer=keras.initializers.serialize(self.kernel_initializer))
         return config
+
+
+def modernbert_kernel(window, attention, attention_config):
+    """The kernel of a ModernBERT layer: ``attention`` on global layers (``window`` None), else the
+    ``sliding_window`` kernel of that total window without global tokens."""
+    if window is None:
+        return {"attention": attention, "attention_config": attention_config}
+    return {"attention": "sliding_window",
+            "attention_config": {"window": window, "global_tokens": [], "max_global_tokens": 0}}
 
 
 def layer_types_from(num_hidden_layers, global_attn_every_n_layers):
@@ -280,15 +233,16 @@ class ModernBERT(Transformer):
     def apply_main_layers(self, x, index):
         attention_name, feed_forward_name = self.layer_names(index)
         is_global = self.layer_types[index] == "full_attention"
-        attention = ModernBertAttention(
+        window = None if is_global else 2 * (self.local_attention // 2)
+        attention = MultiHeadAttention(
             self.num_attention_heads,
-            rope_theta=self.global_rope_theta if is_global else self.local_rope_theta,
-            window=None if is_global else 2 * (self.local_attention // 2),
+            None,   # hidden size / heads, checked when built
             use_bias=self.attention_use_bias,
             attention_dropout=self.attention_dropout_rate,
-            attention=self.attention,
-            attention_config=self.attention_config,
+            **modernbert_kernel(window, self.attention, self.attention_config),
             kernel_initializer=self.initializer,
+            positions=RotateHalfPositions(self.global_rope_theta if is_global else self.local_rope_theta),
+            fused_qkv=True,
             name=attention_name,
         )
         h = x if index == 0 else self.norm(attention_name + "-Norm")(x)

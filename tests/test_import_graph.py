@@ -6,7 +6,7 @@ import only hides a cycle, it does not remove it.
 
     level  room            modules
     0      foundations     bert4long.ops, bert4long.outputs, bert4long.tokenizers, bert4long.tf_startup,
-                           bert4long.lazy_names, bert4long.pretrained
+                           bert4long.lazy_names, bert4long.kernel_names, bert4long.pretrained
     1      attention       bert4long.attention (kernels and MultiHeadAttention)
     2      layers          bert4long.layers
     3      models          every other top-level module: models and model families,
@@ -29,6 +29,7 @@ LEVELS = {
     "bert4long.outputs": 0,
     "bert4long.tf_startup": 0,
     "bert4long.lazy_names": 0,
+    "bert4long.kernel_names": 0,
     "bert4long.tokenizers": 0,
     "bert4long.pretrained": 0,
     "bert4long.attention": 1,

@@ -90,3 +90,44 @@ def test_nezha_positions_are_a_registered_kernel():
     with pytest.raises(ValueError, match="only attention='full'"):
         MultiHeadAttention(heads=2, head_size=4, position_bias="typical_relative", max_relative_position=4,
                            attention="chunked")
+
+
+def _rotate_half_reference(x, theta):
+    """Rotate-half rotary positions of ``x [batch, length, heads, dim]`` in numpy (float64)."""
+    dim = x.shape[-1]
+    angles = np.arange(x.shape[1])[:, None] * theta ** (-np.arange(0, dim, 2) / dim)
+    cos, sin = np.cos(angles)[None, :, None], np.sin(angles)[None, :, None]
+    first, second = x[..., : dim // 2], x[..., dim // 2:]
+    return np.concatenate([first * cos - second * sin, second * cos + first * sin], axis=-1)
+
+
+def test_fused_qkv_with_rotate_half_equals_separate_projections_and_numpy(rng):
+    """One ``qkv`` projection split in three equals ``query``/``key``/``value`` with those weights, and both
+    equal a numpy reference of rotate-half positions and masked softmax attention."""
+    from bert4long.attention.positions import RotateHalfPositions
+
+    heads, size, length, theta = 2, 4, 7, 500.0
+    x = rng.standard_normal((2, length, heads * size)).astype("float32")
+    mask = np.ones((2, length), bool)
+    mask[1, 5:] = False
+    fused = MultiHeadAttention(heads, size, positions=RotateHalfPositions(theta), fused_qkv=True)
+    separate = MultiHeadAttention(heads, size, positions=RotateHalfPositions(theta))
+    fused([x, mask]), separate([x, mask])
+    w, b = rng.standard_normal((8, 24)).astype("float32"), rng.standard_normal(24).astype("float32")
+    wo, bo = rng.standard_normal((8, 8)).astype("float32"), rng.standard_normal(8).astype("float32")
+    fused.qkv.set_weights([w, b])
+    for index, dense in enumerate((separate.q_dense, separate.k_dense, separate.v_dense)):
+        dense.set_weights([w[:, 8 * index: 8 * (index + 1)], b[8 * index: 8 * (index + 1)]])
+    for layer in (fused, separate):
+        layer.o_dense.set_weights([wo, bo])
+    q, k, v = (np.reshape(x.astype("float64") @ w[:, 8 * i: 8 * (i + 1)] + b[8 * i: 8 * (i + 1)],
+                          (2, length, heads, size)) for i in range(3))
+    q, k = _rotate_half_reference(q, theta), _rotate_half_reference(k, theta)
+    scores = np.einsum("bqhd,bkhd->bhqk", q, k) / np.sqrt(size) + np.where(mask, 0, -1e12)[:, None, None]
+    probs = np.exp(scores - scores.max(-1, keepdims=True))
+    probs /= probs.sum(-1, keepdims=True)
+    expected = np.einsum("bhqk,bkhd->bqhd", probs, v).reshape(2, length, 8) @ wo + bo
+    np.testing.assert_allclose(fused([x, mask]), expected, atol=2e-5)
+    np.testing.assert_array_equal(fused([x, mask]), separate([x, mask]))
+    clone = MultiHeadAttention.from_config(fused.get_config())
+    assert clone.fused_qkv and clone.positions.theta == theta and clone.window is None

@@ -21,7 +21,9 @@ entries at `MASKED_SCORE`), and drops them with its `SeededDropout`
 masks and drops the same way. (``chunked`` normalises online, block by block,
 and shares the masking step, `mask_scores`.)
 """
+import inspect
 import math
+from typing import NamedTuple
 
 import keras
 import tensorflow as tf
@@ -32,6 +34,15 @@ from bert4long.ops.dropout import SeededDropout, recompute
 MASKED_SCORE = -1e12  # bert4keras's -K.infinity(): exp() underflows to exactly 0.
 
 _KERNELS = {}
+
+
+class KernelOption(NamedTuple):
+    """One ``attention_config`` option of a kernel: its name, type, default and help (from the class docstring)."""
+
+    name: str
+    type: type
+    default: object
+    help: str
 
 
 def mask_scores(scores, keep, bias=None):
@@ -91,6 +102,17 @@ def register_attention_kernel(name):
         return keras.saving.register_keras_serializable(package="bert4long")(cls)
 
     return decorator
+
+
+def registered_kernels():
+    """``{name: kernel class}`` of every registered kernel, in registration order.
+
+    Example:
+    >>> from bert4long.attention import registered_kernels
+    >>> "full" in registered_kernels()
+    True
+    """
+    return dict(_KERNELS)
 
 
 def get_attention_kernel(attention, **config):
@@ -164,13 +186,65 @@ class AttentionKernel(keras.layers.Layer):
     # length: BigBird's random and last blocks, LSH's sorted chunks); a model with such a kernel reads one length.
     padding_changes_outputs = False
 
+    # Options whose value may not exceed the sequence length (`check_length` checks the ones given).
+    options_within_length = ()
+
     @property
     def length_multiple(self):
         """The kernel pads a sequence to a multiple of this many tokens (1: it does not), so a batch padded to
         such a multiple costs no more than a shorter one."""
         return 1
 
-    def __init__(self, dropout_rate=0.0, causal=False, seed=None, dropout_seed=None, **kwargs):
+    @classmethod
+    def summary(cls):
+        """What the kernel does, in one line: the first line of its docstring."""
+        return (_own_doc(cls) or cls.__name__).splitlines()[0]
+
+    @classmethod
+    def options(cls):
+        """The kernel's ``attention_config`` options, a `KernelOption` each: its constructor's arguments, then
+        ``seed`` and ``dropout_seed``, with the help of its docstring's ``Args:`` (empty where it has none).
+
+        Example:
+        >>> from bert4long.attention import ChunkedAttention
+        >>> ChunkedAttention.options()[0][:3]
+        ('block_size', <class 'int'>, 256)
+        """
+        own = [p for p in inspect.signature(cls.__init__).parameters.values()
+               if p.name != "self" and p.kind not in (p.VAR_KEYWORD, p.VAR_POSITIONAL)]
+        shared = [p for p in inspect.signature(AttentionKernel.__init__).parameters.values()
+                  if p.name in ("seed", "dropout_seed") and p.name not in {q.name for q in own}]
+        helps = {}
+        for klass in reversed(cls.__mro__):   # a subclass's help of an argument wins
+            helps.update(_documented_arguments(klass))
+        return [KernelOption(p.name, _option_type(p), p.default, helps.get(p.name, "")) for p in own + shared]
+
+    @classmethod
+    def check_length(cls, config, length, length_name="the sequence length"):
+        """Raise ValueError when an option given in ``config`` (`options_within_length`) exceeds ``length``."""
+        for key in cls.options_within_length:
+            if key in config and config[key] > length:
+                raise ValueError(f"{key}={config[key]} is larger than {length_name} {length}: use at most {length}")
+
+    def keys_per_query(self, length):
+        """How many keys each query's scores cover at ``length`` tokens (every key unless the kernel is sparse)."""
+        return length
+
+    def training_memory_bytes(self, batch, heads, length, layers=1, bytes_per_float=4):
+        """Estimated bytes of the score-like tensors that ``layers`` layers of this kernel keep for the backward
+        pass of one training step inside a `tf.function`: scores, probabilities and dropout mask, 3 floats per
+        query, head and key read (`keys_per_query`). Weights, activations and the projected queries, keys and
+        values are not counted. Kernels that keep something else say so in their override.
+
+        Example:
+        >>> from bert4long.attention import FullAttention
+        >>> FullAttention().training_memory_bytes(batch=2, heads=12, length=512) == 3 * 2 * 12 * 512 * 512 * 4
+        True
+        """
+        return layers * batch * heads * length * 3 * self.keys_per_query(length) * bytes_per_float
+
+    def __init__(self, dropout_rate=0.0, causal=False, seed: int | None = None, dropout_seed: int | None = None,
+                 **kwargs):
         super().__init__(**kwargs)
         self.dropout_rate = dropout_rate
         self.causal = causal
@@ -227,6 +301,39 @@ class AttentionKernel(keras.layers.Layer):
         config.update(dropout_rate=self.dropout_rate, causal=self.causal, seed=self.seed,
                       dropout_seed=self.dropout_seed)
         return config
+
+
+def _own_doc(cls):
+    """``cls``'s own docstring, dedented ("" when it has none: a parent's does not describe it)."""
+    return inspect.cleandoc(cls.__dict__.get("__doc__") or "")
+
+
+def _documented_arguments(cls):
+    """``{argument: help}`` from the ``Args:`` section of ``cls``'s own docstring (continuation lines joined)."""
+    lines = _own_doc(cls).splitlines()
+    stripped = [line.strip() for line in lines]
+    if "Args:" not in stripped:
+        return {}
+    helps, name = {}, None
+    for line in lines[stripped.index("Args:") + 1:]:
+        indent = len(line) - len(line.lstrip())
+        if not line.strip() or indent == 0:
+            break
+        if indent == 4 and ":" in line:
+            name, _, text = line.strip().partition(":")
+            helps[name] = text.strip()
+        elif name is not None:
+            helps[name] += " " + line.strip()
+    return helps
+
+
+def _option_type(parameter):
+    """An option's type: its annotation, else its default's type (a tuple default is a list)."""
+    if parameter.annotation is not parameter.empty:
+        return parameter.annotation
+    if parameter.default is None or parameter.default is parameter.empty:
+        return object
+    return list if isinstance(parameter.default, tuple) else type(parameter.default)
 
 
 def causal_keep(q_positions, k_positions):

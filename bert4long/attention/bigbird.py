@@ -67,6 +67,7 @@ class BigBirdAttention(AttentionKernel):
 
     supports_bias = False
     padding_changes_outputs = True
+    options_within_length = ("block_size",)
 
     def __init__(self, block_size=64, num_window_blocks=3, num_global_blocks=1, num_random_blocks=3, **kwargs):
         super().__init__(**kwargs)
@@ -87,6 +88,10 @@ class BigBirdAttention(AttentionKernel):
     @property
     def length_multiple(self):
         return self.block_size
+
+    def keys_per_query(self, length):
+        """The window, global and random blocks of a query block."""
+        return min(length, self.block_size * (self.num_window_blocks + self.num_global_blocks + self.num_random_blocks))
 
     def block_pattern(self, num_blocks):
         """Key-block indices ``[num_blocks, blocks per row]`` of each query block and their validity."""

@@ -64,6 +64,7 @@ class BlockSparseAttention(AttentionKernel):
 
     supports_bias = False
     padding_changes_outputs = True
+    options_within_length = ("block_size",)
 
     def __init__(self, block_size=64, num_random_blocks=3, num_heads=0, max_position=4096, **kwargs):
         super().__init__(**kwargs)
@@ -80,6 +81,10 @@ class BlockSparseAttention(AttentionKernel):
     @property
     def length_multiple(self):
         return self.block_size
+
+    def keys_per_query(self, length):
+        """Three window blocks, the first and last blocks and the random blocks of a query block."""
+        return min(length, self.block_size * (5 + self.num_random_blocks))
 
     @property
     def full_attention_length(self):

@@ -40,6 +40,7 @@ class ChunkedAttention(AttentionKernel):
     """
 
     recompute_eagerly = False  # its backward pass already recomputes each score block
+    options_within_length = ("block_size",)
 
     def __init__(self, block_size=256, **kwargs):
         super().__init__(**kwargs)
@@ -50,6 +51,11 @@ class ChunkedAttention(AttentionKernel):
     @property
     def length_multiple(self):
         return self.block_size
+
+    def training_memory_bytes(self, batch, heads, length, layers=1, bytes_per_float=4):
+        """One block of ``block_size`` queries' scores, probabilities and dropout mask: the backward pass
+        recomputes each layer's blocks one at a time, so ``layers`` does not multiply it."""
+        return 3 * batch * heads * min(self.block_size, length) * length * bytes_per_float
 
     # `Recompute`'s pinning protocol (see bert4long.ops.dropout): both passes use one per-call seed.
     def random_state(self):

@@ -66,6 +66,7 @@ class LSHAttention(AttentionKernel):
 
     supports_bias = False
     padding_changes_outputs = True
+    options_within_length = ("bucket_size",)
 
     def __init__(self, bucket_size=64, num_buckets=32, num_hashes=2, **kwargs):
         super().__init__(**kwargs)
@@ -78,6 +79,10 @@ class LSHAttention(AttentionKernel):
     @property
     def length_multiple(self):
         return self.bucket_size
+
+    def keys_per_query(self, length):
+        """Its sorted chunk and the one before, in each hash round."""
+        return self.num_hashes * 2 * self.bucket_size
 
     def build_kernel(self, num_heads, head_dim, hidden_dim, value_dim=None):
         shape = (self.num_hashes, head_dim, max(self.num_buckets // 2, 1))

@@ -1,25 +1,29 @@
-"""Multi-head attention: BERT's Q/K/V/O projections around a pluggable attention kernel."""
+"""Multi-head attention with three plug points: projections (separate or fused Q/K/V), a position object
+(`bert4long.attention.positions`) and an attention kernel (`bert4long.attention.base`)."""
 import keras
 from keras import ops
 
 from bert4long.attention.base import FullAttention, get_attention_kernel, softmax_attention
+from bert4long.attention.positions import positions_from
 from bert4long.ops.dropout import name_seed
-from bert4long.ops.positions import apply_rotary, check_even_dim, check_max_relative_position, sinusoidal_embeddings
+from bert4long.ops.positions import check_even_dim
 
 POSITION_BIASES = (None, "rotary", "typical_relative")
 
 
 @keras.saving.register_keras_serializable(package="bert4long")
 class MultiHeadAttention(keras.layers.Layer):
-    """Multi-head self-attention: BERT's Q/K/V/O projections around a swappable kernel.
+    """Multi-head self-attention: Q/K/V/O projections, a position object and a swappable kernel.
 
-    The projections carry the checkpoint weights; how queries meet keys is the
-    job of the attention kernel named by ``attention`` (``'full'`` by default; see
-    `bert4long.attention` for the long-text variants and their ``attention_config``).
+    The projections carry the checkpoint weights (``query``, ``key``, ``value`` or one fused ``qkv``, and
+    ``output``); positions placed inside attention are a position object (``positions``); how queries meet
+    keys is the job of the attention kernel named by ``attention`` (``'full'`` by default; see
+    `bert4long.attention` for the long-text variants and their ``attention_config``; a kernel that attends
+    globally, like ``sliding_window``'s global tokens, owns its extra global projections).
 
     Args:
         heads: number of attention heads.
-        head_size: size of each head's values.
+        head_size: size of each head's values (None: the input size / ``heads``, found when built).
         out_dim: output size (defaults to the input size).
         key_size: size of each head's queries/keys (defaults to ``head_size``).
         use_bias: whether the projections have biases.
@@ -37,6 +41,10 @@ class MultiHeadAttention(keras.layers.Layer):
             kernel, `TypicalRelativeAttention`; ``attention='full'`` only, and it
             holds a ``[length, length, key_size]`` tensor per layer call).
         max_relative_position: clipping distance of ``'typical_relative'``.
+        positions: a position object of `bert4long.attention.positions` (`RotaryPositions`,
+            `RotateHalfPositions` with its ``theta``, `RelativePositions`), instead of ``position_bias``.
+        fused_qkv: one ``qkv`` projection whose output is ``[queries; keys; values]`` (ModernBERT's
+            ``Wqkv``; ``key_size`` equals ``head_size``) instead of ``query``, ``key`` and ``value``.
 
     Attributes:
         attention_kernel: the `AttentionKernel` object (``kernel`` is its former name,
@@ -78,11 +86,15 @@ class MultiHeadAttention(keras.layers.Layer):
         kernel_initializer="glorot_uniform",
         position_bias=None,
         max_relative_position=None,
+        positions=None,
+        fused_qkv=False,
         **kwargs,
     ):
         super().__init__(**kwargs)
         if position_bias not in POSITION_BIASES:
             raise ValueError(f"position_bias must be one of {POSITION_BIASES}, got {position_bias!r}.")
+        if position_bias is not None and positions is not None:
+            raise ValueError(f"Give positions or position_bias, not both (got {positions!r} and {position_bias!r}).")
         self.heads = heads
         self.head_size = head_size
         self.out_dim = out_dim
@@ -95,12 +107,13 @@ class MultiHeadAttention(keras.layers.Layer):
         self.kernel_initializer = keras.initializers.get(kernel_initializer)
         self.position_bias = position_bias
         self.max_relative_position = max_relative_position
+        self.positions = keras.saving.deserialize_keras_object(positions) if isinstance(positions, dict) else positions
+        self.fused_qkv = fused_qkv
+        self.position_encoding = self.positions or positions_from(position_bias, max_relative_position)
         kernel_config = {"dropout_seed": name_seed(self.name), **self.attention_config}  # per-layer masks
-        if position_bias is not None:
-            check_even_dim(self.key_size, f"position_bias={position_bias!r}")
-        if position_bias == "typical_relative":
-            attention = self._typical_relative_kernel(attention, head_size)
-            kernel_config["max_relative_position"] = max_relative_position
+        if self.position_encoding is not None:
+            attention, extra = self.position_encoding.kernel_for(attention, self.key_size, head_size)
+            kernel_config.update(extra)
         self.attention_kernel = get_attention_kernel(
             attention,
             dropout_rate=attention_dropout,
@@ -110,26 +123,20 @@ class MultiHeadAttention(keras.layers.Layer):
             **kernel_config,
         )
 
-    def _typical_relative_kernel(self, attention, head_size):
-        """The kernel name of NEZHA's positions, after checking that they apply."""
-        check_max_relative_position(self.max_relative_position)
-        if attention != "full":
-            raise ValueError(
-                f"position_bias='typical_relative' (NEZHA) adds relative embeddings to the scores and to "
-                f"the weighted values, which only attention='full' computes; got attention={attention!r}. "
-                "Use attention='full', or a rotary model (model='roformer') for long-text kernels."
-            )
-        if self.key_size != head_size:
-            raise ValueError(
-                f"position_bias='typical_relative' adds the same relative embeddings to keys and values, so "
-                f"key_size ({self.key_size}) must equal head_size ({head_size})."
-            )
-        return "typical_relative"
-
     @property
     def kernel(self):
         """The attention kernel (former name of `attention_kernel`)."""
         return self.attention_kernel
+
+    @property
+    def window(self):
+        """The kernel's local window (None: each query may read every key)."""
+        return getattr(self.attention_kernel, "window", None)
+
+    @property
+    def output_dense(self):
+        """The output projection (`ModernBertAttention`'s name for it)."""
+        return self.o_dense
 
     def _dense(self, units, name):
         return keras.layers.Dense(
@@ -143,11 +150,26 @@ class MultiHeadAttention(keras.layers.Layer):
     def build(self, input_shape):
         hidden_dim = input_shape[0][-1]
         out_dim = self.out_dim or hidden_dim
-        self.q_dense = self._dense(self.heads * self.key_size, "query")
-        self.k_dense = self._dense(self.heads * self.key_size, "key")
-        self.v_dense = self._dense(self.heads * self.head_size, "value")
+        if self.head_size is None:
+            if hidden_dim % self.heads:
+                raise ValueError(f"{type(self).__name__}: hidden size {hidden_dim} is not a multiple of "
+                                 f"heads={self.heads}.")
+            self.head_size = self.key_size = hidden_dim // self.heads
+            if self.position_encoding is not None:
+                check_even_dim(self.head_size, f"{self.position_encoding!r}")
+        if self.fused_qkv:
+            if self.key_size != self.head_size:
+                raise ValueError(f"fused_qkv=True splits one projection into three equal parts: key_size "
+                                 f"({self.key_size}) must equal head_size ({self.head_size}).")
+            self.qkv = self._dense(3 * self.heads * self.head_size, "qkv")
+            projections = (self.qkv,)
+        else:
+            self.q_dense = self._dense(self.heads * self.key_size, "query")
+            self.k_dense = self._dense(self.heads * self.key_size, "key")
+            self.v_dense = self._dense(self.heads * self.head_size, "value")
+            projections = (self.q_dense, self.k_dense, self.v_dense)
         self.o_dense = self._dense(out_dim, "output")
-        for dense in (self.q_dense, self.k_dense, self.v_dense):
+        for dense in projections:
             dense.build(input_shape[0])
         self.o_dense.build(tuple(input_shape[0][:-1]) + (self.heads * self.head_size,))
         self.attention_kernel.build_kernel(self.heads, self.key_size, hidden_dim, value_dim=self.head_size)
@@ -160,13 +182,9 @@ class MultiHeadAttention(keras.layers.Layer):
     def call(self, inputs, memory=None, training=None):
         x, key_mask = inputs[0], inputs[1]
         bias = inputs[2] if len(inputs) > 2 else None
-        keys_from = x if memory is None else self._with_memory(x, memory)
-        q = self._split_heads(self.q_dense(x), self.key_size)
-        k = self._split_heads(self.k_dense(keys_from), self.key_size)
-        v = self._split_heads(self.v_dense(keys_from), self.head_size)
-        if self.position_bias == "rotary":
-            sinusoids = sinusoidal_embeddings(ops.arange(ops.shape(x)[1])[None], self.key_size)
-            q, k = apply_rotary(q, sinusoids), apply_rotary(k, sinusoids)
+        q, k, v = self._project(x, memory)
+        if self.position_encoding is not None:
+            q, k = self.position_encoding.rotate(q, k)
         if memory is None or isinstance(self.attention_kernel, FullAttention):
             hidden = x if memory is None else None
             o = self.attention_kernel(q, k, v, key_mask, bias=bias, hidden=hidden, training=training)
@@ -176,12 +194,26 @@ class MultiHeadAttention(keras.layers.Layer):
         o = ops.reshape(o, (shape[0], shape[1], self.heads * self.head_size))
         return self.o_dense(o)
 
+    def _project(self, x, memory):
+        """Queries, keys and values ``[batch, length, heads, size]`` (keys and values over ``[memory; x]``)."""
+        if self.fused_qkv:
+            if memory is not None:
+                raise ValueError("MultiHeadAttention(memory=...) needs separate projections, not fused_qkv=True.")
+            shape = ops.shape(x)
+            qkv = ops.reshape(self.qkv(x), (shape[0], shape[1], 3, self.heads, self.head_size))
+            return qkv[:, :, 0], qkv[:, :, 1], qkv[:, :, 2]
+        keys_from = x if memory is None else self._with_memory(x, memory)
+        q = self._split_heads(self.q_dense(x), self.key_size)
+        k = self._split_heads(self.k_dense(keys_from), self.key_size)
+        return q, k, self._split_heads(self.v_dense(keys_from), self.head_size)
+
     def _with_memory(self, x, memory):
         """``[memory; x]``, the memory cut from the gradient (what segment recurrence caches)."""
-        if self.position_bias is not None or self.causal:
+        if self.position_encoding is not None or self.causal:
+            position = self.position_encoding and self.position_encoding.name
             raise ValueError(
                 "MultiHeadAttention(memory=...) places the memory before the segment without positions: "
-                f"it supports neither position_bias={self.position_bias!r} nor causal=True."
+                f"it supports neither position_bias={position!r} nor causal=True."
             )
         return ops.concatenate([ops.stop_gradient(memory), x], axis=1)
 
@@ -189,8 +221,11 @@ class MultiHeadAttention(keras.layers.Layer):
         """Let the kernel derive its own weights from the loaded Q/K/V projections.
 
         Model builders call it on every layer that has it once checkpoint weights are
-        loaded (e.g. Longformer-style global projections copied from the local ones).
+        loaded (e.g. Longformer-style global projections copied from the local ones). A fused ``qkv`` has no
+        separate projections to copy: its kernel keeps its own weights.
         """
+        if self.fused_qkv:
+            return
         self.attention_kernel.init_from_projections(self.q_dense, self.k_dense, self.v_dense)
 
     init_kernel_from_projections = after_weights_loaded  # the hook's former name
@@ -215,4 +250,6 @@ class MultiHeadAttention(keras.layers.Layer):
             position_bias=self.position_bias,
             max_relative_position=self.max_relative_position,
         )
+        if self.positions is not None or self.fused_qkv:  # (configs saved before these options stay as they were)
+            config.update(positions=keras.saving.serialize_keras_object(self.positions), fused_qkv=self.fused_qkv)
         return config

@@ -54,6 +54,7 @@ class PerformerAttention(AttentionKernel):
     """
 
     supports_bias = False
+    options_within_length = ("block_size",)
 
     def __init__(self, num_features=256, block_size=64, **kwargs):
         super().__init__(**kwargs)
@@ -63,6 +64,10 @@ class PerformerAttention(AttentionKernel):
     @property
     def length_multiple(self):
         return self.block_size if self.causal else 1   # (only the causal prefix sums go block by block)
+
+    def training_memory_bytes(self, batch, heads, length, layers=1, bytes_per_float=4):
+        """No scores: the random features of each query and key, ``2 * num_features`` floats per token and head."""
+        return layers * batch * heads * length * 2 * self.num_features * bytes_per_float
 
     def build_kernel(self, num_heads, head_dim, hidden_dim, value_dim=None):
         self.features = self.add_weight(

@@ -91,6 +91,18 @@ class SlidingWindowAttention(AttentionKernel):
     def length_multiple(self):
         return self.window // 2 * self.dilation
 
+    @classmethod
+    def check_length(cls, config, length, length_name="the sequence length"):
+        """The window (given or default) must fit in ``length`` tokens."""
+        window = config.get("window", {option.name: option.default for option in cls.options()}["window"])
+        if window > length:
+            raise ValueError(f"window={window} is larger than {length_name} {length}: use a window of at most "
+                             f"{length - length % 2} (or attention full)")
+
+    def keys_per_query(self, length):
+        """The window and the query itself (global keys not counted)."""
+        return min(self.window, length) + 1
+
     def build_kernel(self, num_heads, head_dim, hidden_dim, value_dim=None):
         """Create the global query/key/value projections (when there can be global tokens)."""
         if not (self.global_tokens or self.max_global_tokens):

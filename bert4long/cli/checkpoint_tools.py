@@ -21,16 +21,6 @@ from bert4long.data.pooling import MODES
 from bert4long.data.truncation import RAW_TEXT_STRATEGIES
 
 ESTIMATED_LENGTHS = (512, 1024, 2048, 4096, 8192, 16384, 32768)
-# Score-like float32 tensors per query token and head that each kernel keeps for the backward pass
-# (scores, probabilities, dropout mask: 3 each), with its default options; chunked recomputes its blocks.
-KEYS_PER_QUERY = {
-    "full": lambda length: 3 * length,
-    "sliding_window": lambda length: 3 * (min(512, length) + 1),
-    "bigbird": lambda length: 3 * 64 * (3 + 2 + 3),
-    "lsh": lambda length: 3 * 2 * 2 * 64,
-    "performer": lambda length: 2 * 256,
-    "chunked": lambda length: 0,
-}
 
 
 def add_export_arguments(parser):
@@ -254,30 +244,35 @@ def _memory_bytes():
     return os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
 
 
-def training_step_bytes(config, parameters, attention, length):
+def training_step_bytes(config, parameters, kernel, length):
     """Rough float32 bytes of one training step at batch 1 inside ``tf.function``: 1 GiB for the TensorFlow
     runtime, weights, gradients and AdamW's two slots (16 bytes a parameter), activations per layer and
-    token (36 hidden-size and 6 intermediate-size floats) and the kernel's score tensors. The activation
+    token (36 hidden-size and 6 intermediate-size floats) and the score tensors of ``kernel`` (an
+    `AttentionKernel`: its `training_memory_bytes`). The activation
     factor is fitted to peaks measured on all-MiniLM-L6-v2 with chunked attention (1.8 / 2.4 / 3.6 / 5.0 GB
     at 1,024 / 2,048 / 4,096 / 8,192 tokens; this gives 1.9 / 2.6 / 3.9 / 6.3)."""
     hidden, layers, heads = config["hidden_size"], config["num_hidden_layers"], config["num_attention_heads"]
     intermediate = config.get("intermediate_size", 4 * hidden)
     activations = layers * length * (36 * hidden + 6 * intermediate)
-    scores = layers * heads * length * KEYS_PER_QUERY[attention](length)
-    if attention == "chunked":  # one block of 256 queries at a time, recomputed in the backward pass
-        scores = 3 * heads * min(256, length) * length
-    return 2**30 + 16 * parameters + 4 * (activations + scores)
+    scores = kernel.training_memory_bytes(batch=1, heads=heads, length=length, layers=layers)
+    return 2**30 + 16 * parameters + 4 * activations + scores
 
 
 def _print_attention_fit(config, parameters, memory):
+    from bert4long.attention import registered_kernels
+
     print(f"--attention by length (an ESTIMATE for one training step, batch 1, float32, inside tf.function, "
           f"default kernel options, against {memory / 2**30:.1f} GiB available here; eager mode needs more, "
           "--recompute and mixed precision less; measure before relying on it):")
     print("  " + "".ljust(16) + "".join(f"{n:>8}" for n in ESTIMATED_LENGTHS))
-    for attention in KEYS_PER_QUERY:
-        cells = []
+    for attention, kernel_class in registered_kernels().items():
+        try:
+            kernel, cells = kernel_class(), []
+        except (TypeError, ValueError):  # a registered kernel without defaults for every option
+            print("  " + attention.ljust(16) + "  (its options have no defaults: not estimated)")
+            continue
         for length in ESTIMATED_LENGTHS:
-            need = training_step_bytes(config, parameters, attention, length)
+            need = training_step_bytes(config, parameters, kernel, length)
             cells.append(f"{need / 2**30:7.1f}G" if need <= memory else "      --")
         print("  " + attention.ljust(16) + "".join(cells))
     print("  (GiB needed where it fits; -- where it does not)")

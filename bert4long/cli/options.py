@@ -7,9 +7,10 @@ kernel's constructor, still before any weight is loaded.
 """
 import argparse
 import ast
-import inspect
 import math
 import os
+
+from bert4long.kernel_names import BUILT_IN_KERNELS, DEFAULT_KERNEL
 
 HIERARCHICAL_ALPHA = 0.4
 POSITION_EXTENSIONS = ("hierarchical", "copy", "interpolate")
@@ -78,11 +79,12 @@ def add_model_arguments(parser, checkpoint_required=True):
                         help="build with the position options given although the checkpoint's config records "
                              "another extension (by default a checkpoint bert4long wrote is read with the extension "
                              "it was trained with, and a different one is refused)")
-    parser.add_argument("--attention", default="full",
-                        help="attention kernel: full (default), chunked, sliding_window, bigbird, lsh, performer; "
-                             "`bert4long info CHECKPOINT` shows which fits which length")
+    parser.add_argument("--attention", default=DEFAULT_KERNEL,
+                        help=f"attention kernel: {', '.join(BUILT_IN_KERNELS)} (default {DEFAULT_KERNEL}), or one "
+                             "registered with register_attention_kernel; `bert4long info CHECKPOINT` shows which fits "
+                             "which length")
     parser.add_argument("--attention-config", nargs="+", action="extend", default=[], metavar="KEY=VALUE",
-                        help="kernel options, e.g. window=256 (sliding_window) or block_size=128 (chunked)")
+                        help="kernel options (a wrong key lists the kernel's options with their defaults)")
 
 
 def add_training_arguments(parser):
@@ -126,17 +128,8 @@ def add_reading_arguments(parser):
 def parse_attention_config(items, attention):
     """``["window=256", "global_tokens=[0,1]"]`` -> ``{"window": 256, "global_tokens": [0, 1]}``, checked
     against the kernel's constructor; the error names the kernel's valid options."""
-    from bert4long.attention import AttentionKernel, get_attention_kernel
-
-    try:
-        kernel = type(get_attention_kernel(attention))
-    except ValueError as error:
-        raise ValueError(f"--attention: {error}") from None
-    own = [p for p in inspect.signature(kernel.__init__).parameters.values()
-           if p.name not in ("self", "kwargs") and p.kind is not p.VAR_KEYWORD]
-    shared = [p for p in inspect.signature(AttentionKernel.__init__).parameters.values()
-              if p.name in ("seed", "dropout_seed")]
-    valid = {p.name: p.default for p in own + shared}
+    kernel = _kernel_class(attention)
+    valid = {option.name: option.default for option in kernel.options()}
     described = ", ".join(f"{k}={v!r}" for k, v in valid.items()) or "none"
     config = {}
     for item in items:
@@ -159,16 +152,21 @@ def parse_attention_config(items, attention):
     return config
 
 
+def _kernel_class(attention):
+    """The class registered as ``--attention`` (its options and facts describe it)."""
+    from bert4long.attention import registered_kernels
+
+    kernels = registered_kernels()
+    if attention not in kernels:
+        raise ValueError(f"--attention: Unknown attention {attention!r}. Choose one of {sorted(kernels)}.")
+    return kernels[attention]
+
+
 def _check_kernel_against_length(attention, config, seq_len):
-    if attention == "sliding_window":
-        window = config.get("window", 512)
-        if window > seq_len:
-            raise ValueError(f"--attention-config window={window} is larger than --seq-len {seq_len}: "
-                             f"use a window of at most {seq_len - seq_len % 2} (or attention full)")
-    for key in ("block_size", "bucket_size"):
-        if key in config and config[key] > seq_len:
-            raise ValueError(f"--attention-config {key}={config[key]} is larger than --seq-len {seq_len}: "
-                             f"use at most {seq_len}")
+    try:
+        _kernel_class(attention).check_length(config, seq_len, "--seq-len")
+    except ValueError as error:
+        raise ValueError(f"--attention-config {error}") from None
 
 
 def check_model_options(args, max_position=None, check_length=True):
@@ -266,7 +264,7 @@ def model_kwargs(args):
         kwargs["position_extension"] = extension
         if extension != "hierarchical":
             kwargs["position_extension_length"] = args.max_position or args.seq_len
-    if getattr(args, "attention", "full") != "full" or getattr(args, "attention_options", None):
+    if getattr(args, "attention", DEFAULT_KERNEL) != DEFAULT_KERNEL or getattr(args, "attention_options", None):
         kwargs["attention"] = args.attention
         kwargs["attention_config"] = dict(args.attention_options)
     if getattr(args, "recompute", False):
