@@ -30,8 +30,9 @@ class EpochTimeEstimate(keras.callbacks.Callback):
     >>> estimate = EpochTimeEstimate(lambda epoch: np.array([[8], [16]]), 2, steps=4, measure=1, report=lines.append)
     >>> estimate.timed = [(0.5, 32)]   # 0.5 s for a batch of 2 x 16 tokens
     >>> estimate.report_estimate()
-    >>> lines[0]
-    'about 1 s/epoch, 0.0 min for 2 epochs (from 1 timed steps, compiling left out; this epoch still compiles 2 more batch shapes)'
+    >>> print(lines[0].replace("; ", ";\\n"))
+    about 1 s/epoch, 0.0 min for 2 epochs (from 1 timed steps, compiling left out;
+    this epoch still compiles 2 more batch shapes)
     """
 
     def __init__(self, epoch_shapes: Callable[[int], np.ndarray], batch_size: int, steps: int, measure: int = 3,
