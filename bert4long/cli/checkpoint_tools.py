@@ -236,11 +236,11 @@ def _print_family_info(folder):
               "--pooling chunks)")
     family = folder_family(folder)   # its task prefix and head names
     bare = [next((name.removeprefix(p) for p in family.task_prefixes if name.startswith(p)), name) for name in shapes]
-    nsp = "cls.seq_relationship."
-    heads = [h for h, found in (("MLM", lambda n: n.startswith(family.head_prefixes) and not n.startswith(nsp)),
-                                ("NSP", lambda n: n.startswith(nsp)), ("pooler", lambda n: n.startswith("pooler.")),
-                                ("classifier", lambda n: n.startswith("classifier.")))
-             if any(found(name) for name in bare)]
+    nsp = "cls.seq_relationship."   # BERT's NSP head, inside BigBird's "cls." head names
+    present = {"MLM": any(n.startswith(family.head_prefixes) and not n.startswith(nsp) for n in bare),
+               "NSP": any(n.startswith(nsp) for n in bare), "pooler": any(n.startswith("pooler.") for n in bare),
+               "classifier": any(n.startswith("classifier.") for n in bare)}
+    heads = [head for head, found in present.items() if found]
     print(f"heads: {', '.join(heads) or 'none (encoder only)'}")
 
 

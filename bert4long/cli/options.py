@@ -245,16 +245,13 @@ def restore_recorded_positions(args):
 
 
 def _family_of(args):
-    """The `bert4long.family.Family` of a Hugging Face --checkpoint folder read under its own tensor names, else
-    None."""
+    """The `bert4long.family.Family` of a Hugging Face --checkpoint folder (None without one, or with --config)."""
     from bert4long.huggingface import folder_family, is_huggingface_folder
 
     checkpoint = getattr(args, "checkpoint", None)
     if getattr(args, "config", None) or not is_huggingface_folder(checkpoint):
         return None
-    family = folder_family(checkpoint)
-    return family if family is not None and family.reads_own_names else None
-
+    return folder_family(checkpoint)
 
 
 def model_kwargs(args):
