@@ -6,7 +6,11 @@
 >>> [layer.name for layer in model.layers].count("Transformer-MultiHeadSelfAttention")  # one, used twice
 1
 """
+from bert4long.family import Family
 from bert4long.models import BERT
+
+ALBERT_FAMILY = Family("albert", "bert4long.albert:ALBERT")
+ALBERT_UNSHARED_FAMILY = Family("albert_unshared", "bert4long.albert:ALBERTUnshared")
 
 
 class ALBERT(BERT):
@@ -14,6 +18,7 @@ class ALBERT(BERT):
     (google-research/albert TF1 layout, ``bert/encoder/transformer/group_0/inner_group_0/``)."""
 
     model_name = "albert"
+    shared_block = True
     ALBERT_PREFIX = "bert/encoder/transformer/group_0/inner_group_0/"
 
     def layer_names(self, index):
@@ -35,6 +40,7 @@ class ALBERTUnshared(ALBERT):
     """ALBERT weights loaded into separate per-layer blocks (each starts from the shared block)."""
 
     model_name = "albert_unshared"
+    shared_block = False
 
     def layer_names(self, index):
         return BERT.layer_names(self, index)

@@ -4,11 +4,20 @@ A BERT encoder whose attention is block-sparse (``attention_type='block_sparse'`
 window, random and global blocks; see `bert4long.attention.block_sparse`) or full
 (``'original_full'``); docs/long_encoders.md.
 """
+from bert4long.config_keys import CONFIG_KEYS
+from bert4long.family import Family, with_defaults
 from bert4long.hf_folder import HuggingFaceFamily, dense_weights, norm_weights
 from bert4long.layers import MultiHeadAttention
 from bert4long.models import BERT
 
 ATTENTION_TYPES = ("block_sparse", "original_full")
+# Built as the released checkpoints: biased query/key/value, unscaled embeddings, an encoder (`refused`).
+BIG_BIRD_FAMILY = Family(
+    "big_bird", "bert4long.big_bird:BigBird", model_types=("big_bird",), architecture="BigBird",
+    checkpoint="safetensors", task_prefixes=("bert.",), head_prefixes=("cls.",),
+    config_keys=with_defaults(CONFIG_KEYS, max_position=4096) + tuple(
+        (key, None, key, None) for key in ("block_size", "num_random_blocks", "attention_type")),
+    refused=(("use_bias", True), ("rescale_embeddings", False), ("is_decoder", False)), tokenizer="sentencepiece")
 
 
 class BigBird(HuggingFaceFamily, BERT):
@@ -34,8 +43,7 @@ class BigBird(HuggingFaceFamily, BERT):
     """
 
     model_name = "big_bird"
-    task_prefix = "bert."
-    head_prefixes = ("cls.",)
+    family = BIG_BIRD_FAMILY
 
     def __init__(self, block_size=64, num_random_blocks=3, attention_type="block_sparse", **kwargs):
         if attention_type not in ATTENTION_TYPES:
@@ -48,39 +56,6 @@ class BigBird(HuggingFaceFamily, BERT):
         self.num_random_blocks = num_random_blocks
         self.attention_type = attention_type
         self.layer_indices = {self.layer_names(index)[0]: index for index in range(self.num_hidden_layers)}
-
-    @classmethod
-    def from_huggingface_config(cls, hf):
-        """`build_transformer_model` keyword arguments from a BigBird ``config.json`` dict."""
-        if not hf.get("use_bias", True) or hf.get("rescale_embeddings", False) or hf.get("is_decoder", False):
-            raise ValueError("bert4long builds BigBird encoders with biased query/key/value and unscaled embeddings "
-                             "(use_bias=True, rescale_embeddings=False, is_decoder=False), as the released BigBird "
-                             "checkpoints; this config.json differs.")
-        return dict(
-            {key: hf[key] for key in ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads",
-                                      "intermediate_size", "hidden_act", "initializer_range", "block_size",
-                                      "num_random_blocks", "attention_type") if key in hf},
-            max_position=hf.get("max_position_embeddings", 4096),
-            segment_vocab_size=hf.get("type_vocab_size", 2),
-            dropout_rate=hf.get("hidden_dropout_prob", 0.1),
-            attention_dropout_rate=hf.get("attention_probs_dropout_prob", 0.1),
-            layer_norm_epsilon=hf.get("layer_norm_eps", 1e-12),
-            pad_token_id=hf.get("pad_token_id", 0),
-        )
-
-    def huggingface_config(self):
-        return {
-            "model_type": "big_bird",
-            "architectures": ["BigBirdForMaskedLM" if self.with_mlm else "BigBirdModel"],
-            "vocab_size": self.vocab_size, "hidden_size": self.hidden_size,
-            "num_hidden_layers": self.num_hidden_layers, "num_attention_heads": self.num_attention_heads,
-            "intermediate_size": self.intermediate_size, "hidden_act": self.hidden_act,
-            "hidden_dropout_prob": self.dropout_rate, "attention_probs_dropout_prob": self.attention_dropout_rate,
-            "max_position_embeddings": self.max_position, "type_vocab_size": self.segment_vocab_size,
-            "initializer_range": self.initializer.stddev, "layer_norm_eps": self.layer_norm_epsilon,
-            "pad_token_id": self.pad_token_id, "attention_type": self.attention_type,
-            "block_size": self.block_size, "num_random_blocks": self.num_random_blocks,
-        }
 
     def attention_layer(self, name):
         if self.attention_type == "original_full":

@@ -153,7 +153,7 @@ def check_checkpoint_matches(builder, reader, partial_load=False):
     problems = []
     if unused:
         layers = sorted({int(m.group(1)) for m in map(LAYER_NAME.search, reader.names()) if m})
-        if layers and layers[-1] + 1 > builder.num_hidden_layers and builder.model_name != "albert":
+        if layers and layers[-1] + 1 > builder.num_hidden_layers and not builder.shared_block:
             problems.append(f"the checkpoint has {layers[-1] + 1} layers, the configuration "
                             f"num_hidden_layers={builder.num_hidden_layers}")
         problems.append(f"{len(unused)} trained variable(s) would be dropped by model={builder.model_name!r}: "

@@ -2,9 +2,9 @@
 
 Every translation of a config (building from a Google or Hugging Face file,
 checking a checkpoint against the config stored beside it, converting a
-Hugging Face folder to the Google layout, the command line) reads `CONFIG_KEYS`.
-The families with their own module (ModernBERT, Longformer, BigBird) translate
-their own keys.
+Hugging Face folder to the Google layout, the command line) reads `CONFIG_KEYS`
+or a family's copy of it (`bert4long.family.Family.config_keys`: RoBERTa's
+defaults, Longformer's and BigBird's extra keys).
 """
 import json
 import math
@@ -46,36 +46,6 @@ def from_google_config(config):
     return translated
 
 
-def position_offset(hf_config):
-    """RoBERTa's position table starts at padding_idx + 1 (2 rows unused).
-
-    Example:
-    >>> from bert4long.config_keys import position_offset
-    >>> position_offset({"model_type": "roberta", "pad_token_id": 1}), position_offset({"model_type": "bert"})
-    (2, 0)
-    """
-    if hf_config.get("model_type") == "roberta":
-        return hf_config.get("pad_token_id", 1) + 1
-    return 0
-
-
-def from_huggingface_config(hf_config):
-    """bert4long keys of a BERT/RoBERTa ``config.json`` dict (defaults where it lacks one; positions without
-    RoBERTa's offset rows).
-
-    Example:
-    >>> from bert4long.config_keys import from_huggingface_config
-    >>> config = from_huggingface_config({"model_type": "roberta", "max_position_embeddings": 514, "pad_token_id": 1})
-    >>> config["max_position"], config["segment_vocab_size"]
-    (512, 2)
-    """
-    config = {ours: hf_config.get(hf, default) for ours, _, hf, default in CONFIG_KEYS
-              if hf in hf_config or default is not None}
-    config["max_position"] -= position_offset(hf_config)
-    config["pad_token_id"] = config["pad_token_id"] or 0  # null in some configs
-    return config
-
-
 def to_google_config(config):
     """The Google ``bert_config.json`` dict of a config in bert4long keys (defaults where it lacks one).
 
@@ -96,8 +66,11 @@ def trained_positions(config):
     >>> trained_positions({"model_type": "roberta", "max_position_embeddings": 514, "pad_token_id": 1})
     512
     """
-    if "model_type" in config:  # a Hugging Face config.json
-        return config.get("max_position_embeddings", 512) - position_offset(config)
+    if "model_type" in config:  # a Hugging Face config.json: its family's table says where positions start
+        from bert4long.model_registry import family_of_model_type
+
+        family = family_of_model_type(config["model_type"])
+        return family.trained_positions(config) if family else config.get("max_position_embeddings")
     return config.get("max_position_embeddings", config.get("max_position"))
 
 

@@ -1,13 +1,13 @@
 """Hugging Face folders read and written under their own tensor names, without PyTorch.
 
-The families that `bert4long.huggingface.FAMILY_MODELS` sends to their own
-module (Longformer, BigBird) write their `variable_mapping()` directly in the
-safetensors names, so that table is the whole format: a name is the key
-without the task prefix (``longformer.``, ``bert.``) that ``*Model``,
-``*ForMaskedLM`` and ``*ForSequenceClassification`` save it under or not, and
-the heads' names (``lm_head.``, ``cls.``) carry none. `SafetensorsFolder` serves
-those names (through the `safetensors` numpy API); `HuggingFaceFamily` is the
-builder mixin that loads through it and writes a folder back.
+The families declared with ``checkpoint="safetensors"`` (Longformer, BigBird) write their
+`variable_mapping()` directly in the safetensors names, so that table is the whole format: a name is the key
+without the task prefix (``longformer.``, ``bert.``: their `bert4long.family.Family`'s ``task_prefixes``) that
+``*Model``, ``*ForMaskedLM`` and ``*ForSequenceClassification`` save it under or not, and the heads' names
+(``lm_head.``, ``cls.``) carry none. `SafetensorsFolder` serves those names (through the `safetensors` numpy
+API); `HuggingFaceFamily` is the builder mixin that loads through it and writes a folder back.
+`write_huggingface_folder` writes a folder of the families read under Google names (BERT, RoBERTa,
+XLM-RoBERTa).
 """
 import json
 import os
@@ -16,8 +16,9 @@ import warnings
 import keras
 import numpy as np
 
-from bert4long.checkpoint_layout import STRUCTURE_KEYS, to_checkpoint
-from bert4long.huggingface import WEIGHT_FILENAME, read_huggingface_config
+from bert4long.checkpoint_layout import STRUCTURE_KEYS, checkpoint_variables, to_checkpoint
+from bert4long.huggingface import WEIGHT_FILENAME, google_name, huggingface_key, read_huggingface_config
+from bert4long.model_registry import family
 from bert4long.outputs import atomic_write, write_text_atomically
 from bert4long.position_record import RECORD_KEY, position_record
 
@@ -81,13 +82,24 @@ def norm_weights(name):
 class HuggingFaceFamily:
     """Mixin of a `bert4long.models.Transformer` whose `variable_mapping()` uses safetensors names.
 
-    Subclasses set ``task_prefix`` and ``head_prefixes`` (names saved without
-    the task prefix) and implement `from_huggingface_config`
-    (``config.json`` dict -> builder arguments) and `huggingface_config` (the reverse).
+    Subclasses set ``family``, their `bert4long.family.Family`: its task prefix, head names (saved without
+    the task prefix) and key table (``config.json`` <-> builder arguments, read both ways).
     """
 
-    task_prefix = ""
-    head_prefixes = ()
+    family = None
+
+    @property
+    def task_prefix(self):
+        return self.family.task_prefixes[0]
+
+    @property
+    def head_prefixes(self):
+        return self.family.head_prefixes
+
+    @classmethod
+    def from_huggingface_config(cls, hf):
+        """`build_transformer_model` keyword arguments from a ``config.json`` dict (the family's key table)."""
+        return cls.family.from_huggingface(hf)
 
     def encoder_mapping(self):
         """Embeddings and post-norm blocks in the BERT layout that Longformer and BigBird share.
@@ -151,7 +163,10 @@ class HuggingFaceFamily:
                          "load only what matches.")
 
     def huggingface_config(self):
-        raise NotImplementedError
+        """The ``config.json`` of this model (the family's key table read backwards)."""
+        config = self.family.to_huggingface(self.family.builder_settings(self))
+        config["architectures"] = [self.family.architecture + ("ForMaskedLM" if self.with_mlm else "Model")]
+        return config
 
     def save_weights_as_checkpoint(self, folder):
         """Write ``config.json`` + ``model.safetensors`` that transformers loads (and bert4long reads back); an
@@ -161,18 +176,54 @@ class HuggingFaceFamily:
         >>> model = build_transformer_model(checkpoint_path="longformer/", return_keras_model=False)  # doctest: +SKIP
         >>> model.save_weights_as_checkpoint("longformer-tuned/")  # doctest: +SKIP
         """
-        from safetensors.numpy import save_file
-
         tensors = {}
         for _, _, variable, name, transform in self._mapped_weights():
             value = keras.ops.convert_to_numpy(variable)
             key = name if name.startswith(self.head_prefixes) else self.task_prefix + name
             tensors[key] = np.ascontiguousarray(to_checkpoint(value, transform))
-        os.makedirs(folder, exist_ok=True)
-        atomic_write(os.path.join(folder, WEIGHT_FILENAME),
-                     lambda tmp: save_file(tensors, tmp, metadata={"format": "pt"}))
-        config = self.huggingface_config()
-        record = position_record(self.position_extension, self.max_position)   # (transformers keeps the extra key)
-        if record is not None:
-            config[RECORD_KEY] = record
-        write_text_atomically(os.path.join(folder, "config.json"), json.dumps(config, indent=2))
+        write_folder(folder, tensors, self.huggingface_config(), self)
+
+
+def write_folder(folder, tensors, config, builder):
+    """Write ``tensors`` as ``model.safetensors`` and ``config`` as ``config.json`` in ``folder``, with the
+    position extension ``builder`` reads recorded (`bert4long.position_record`; transformers keeps the key)."""
+    from safetensors.numpy import save_file
+
+    os.makedirs(folder, exist_ok=True)
+    atomic_write(os.path.join(folder, WEIGHT_FILENAME), lambda tmp: save_file(tensors, tmp, metadata={"format": "pt"}))
+    record = position_record(builder.position_extension, builder.max_position)
+    if record is not None:
+        config = {**config, RECORD_KEY: record}
+    write_text_atomically(os.path.join(folder, "config.json"), json.dumps(config, indent=2))
+
+
+def write_huggingface_folder(builder, folder, model="bert"):
+    """Write a model of a family read under Google names (``model``: ``'bert'``, ``'roberta'``,
+    ``'xlm-roberta'``) as a Hugging Face folder that transformers loads (``*ForMaskedLM`` with an MLM head,
+    else ``*Model``): each weight under `bert4long.huggingface.huggingface_key`, checked against the rules
+    that read it back; RoBERTa's unused position rows (before the first position) are written as zeros.
+
+    Example:
+    >>> builder = build_transformer_model(checkpoint_path="xlm-roberta-base/", with_mlm=True,
+    ...                                   return_keras_model=False)  # doctest: +SKIP
+    >>> write_huggingface_folder(builder, "xlm-roberta-tuned/", model="xlm-roberta")  # doctest: +SKIP
+    """
+    declared = family(model)
+    if declared.reads_own_names:
+        raise ValueError(f"model={model!r} folders are written by the builder: save_weights_as_checkpoint(folder).")
+    tensors = {}
+    for name, value in checkpoint_variables(builder).items():
+        key = huggingface_key(name, declared)
+        read_back, transform = google_name(key, declared)
+        if read_back != name:
+            raise ValueError(f"{name!r} would be written as {key!r}, which reads back as {read_back!r}: no "
+                             f"{declared.name} tensor holds it.")
+        if transform == "transpose":
+            value = value.T
+        elif transform == "position_offset":
+            value = np.concatenate([np.zeros((declared.offset(builder.pad_token_id), value.shape[1]), value.dtype),
+                                    value])
+        tensors[key] = np.ascontiguousarray(value)
+    config = declared.to_huggingface(declared.builder_settings(builder))
+    config["architectures"] = [declared.architecture + ("ForMaskedLM" if builder.with_mlm else "Model")]
+    write_folder(folder, tensors, config, builder)

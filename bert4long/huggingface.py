@@ -4,8 +4,9 @@ The safetensors file is read with the `safetensors` package's numpy API and
 presented under the original Google checkpoint names, so the model classes'
 single `variable_mapping()` serves both formats. The rewrite rules below are the
 whole format conversion: a table of name patterns, each with how the array changes.
-Supported architectures: BERT (``model_type: bert``) and RoBERTa (``roberta``); the families in
-`FAMILY_MODELS` (ModernBERT) have their own module, which reads their weights and config keys.
+The folders read this way are those of the families declared with ``checkpoint="tf"`` (BERT, RoBERTa,
+XLM-RoBERTa: `bert4long.bert_families`); the others (ModernBERT, Longformer, BigBird) are read by their own
+module under their own tensor names. `write_huggingface_folder` writes the rules backwards.
 """
 import json
 import os
@@ -13,10 +14,9 @@ import re
 
 import numpy as np
 
-from bert4long.config_keys import from_huggingface_config, position_offset, read_config, to_google_config
-from bert4long.model_registry import FAMILY_MODELS, family_model_class
+from bert4long.config_keys import read_config, to_google_config
+from bert4long.model_registry import families, family_of_model_type
 
-SUPPORTED_MODEL_TYPES = ("bert", "roberta")
 WEIGHT_FILENAME = "model.safetensors"
 
 _DENSE = r"(?:weight|gamma)"
@@ -61,20 +61,50 @@ def is_huggingface_folder(path):
     return path is not None and os.path.isdir(path) and os.path.isfile(os.path.join(path, "config.json"))
 
 
+def supported_model_types():
+    """Every ``model_type`` a declared family reads.
+
+    >>> "xlm-roberta" in supported_model_types()
+    True
+    """
+    return tuple(model_type for family in families() for model_type in family.model_types)
+
+
+def config_family(hf, source="config.json"):
+    """The `Family` of a Hugging Face ``config.json`` dict (``ValueError`` naming the supported ones if none)."""
+    family = family_of_model_type(hf.get("model_type"))
+    if family is None:
+        raise ValueError(
+            f"Unsupported Hugging Face architecture {hf.get('model_type')!r} ({hf.get('architectures')}) in "
+            f"{source!r}: supported model_type values are {supported_model_types()}. For other models convert them "
+            "to a Google-layout checkpoint first."
+        )
+    return family
+
+
+def folder_family(path):
+    """The `Family` of the Hugging Face folder (or ``config.json``) at ``path``, None for anything else."""
+    config_file = os.path.join(path, "config.json") if path is not None and os.path.isdir(path) else path
+    if config_file is None or not os.path.isfile(config_file):
+        return None
+    return family_of_model_type(read_config(config_file).get("model_type"))
+
+
 def family_model_type(config_path):
-    """The ``model_type`` of the Hugging Face ``config.json`` at ``config_path`` when its own module builds it
-    (one of `FAMILY_MODELS`), else None."""
-    model_type = read_config(config_path).get("model_type")
-    return model_type if model_type in FAMILY_MODELS else None
+    """The ``model_type`` of the Hugging Face ``config.json`` at ``config_path`` when its own module reads it
+    under its own tensor names, else None."""
+    family = folder_family(config_path)
+    return family.model_types[0] if family is not None and family.reads_own_names else None
 
 
 def is_family_folder(path):
-    """True for a Hugging Face folder whose ``model_type`` is one of `FAMILY_MODELS` (read by its own module)."""
+    """True for a Hugging Face folder whose family reads its own tensor names (Longformer, BigBird, ModernBERT)."""
     return is_huggingface_folder(path) and family_model_type(os.path.join(path, "config.json")) is not None
 
 
 def read_huggingface_config(path):
-    """Translate a Hugging Face ``config.json`` (folder or file) into bert4long config keys.
+    """Translate a Hugging Face ``config.json`` (folder or file) into bert4long config keys, by its family's
+    key table; ``"model"`` names the family.
 
     Example:
     >>> from bert4long.huggingface import read_huggingface_config
@@ -86,18 +116,47 @@ def read_huggingface_config(path):
         raise FileNotFoundError(f"Not a Hugging Face model folder: {config_file!r} does not exist (a folder needs "
                                 "config.json and model.safetensors).")
     hf = read_config(config_file)
-    model_type = hf.get("model_type")
-    if model_type in FAMILY_MODELS:  # its class translates its own keys
-        return {**family_model_class(model_type).from_huggingface_config(hf), "model": model_type}
-    if model_type not in SUPPORTED_MODEL_TYPES:
-        raise ValueError(
-            f"Unsupported Hugging Face architecture {model_type!r} ({hf.get('architectures')}) in {config_file!r}: "
-            f"supported model_type values are {SUPPORTED_MODEL_TYPES + tuple(FAMILY_MODELS)}. For other models "
-            "convert them to a Google-layout checkpoint first."
-        )
-    config = from_huggingface_config(hf)
-    config["model"] = model_type
-    return config
+    family = config_family(hf, config_file)
+    return {**family.from_huggingface(hf), "model": family.name}
+
+
+def google_name(key, family):
+    """``(Google name, transform)`` of safetensors ``key`` in a folder of ``family`` by `NAME_RULES`
+    (``(None, None)``: no rule).
+
+    >>> from bert4long.bert_families import XLM_ROBERTA_FAMILY
+    >>> google_name("roberta.encoder.layer.3.attention.self.query.weight", XLM_ROBERTA_FAMILY)
+    ('bert/encoder/layer_3/attention/self/query/kernel', 'transpose')
+    """
+    stripped = next((key.removeprefix(p) for p in family.task_prefixes if key.startswith(p)), key)
+    for pattern, template, transform in NAME_RULES:
+        match = re.fullmatch(pattern, stripped)
+        if match:
+            return template.format(*[g.replace(".", "/") for g in match.groups()]), transform
+    return None, None
+
+
+def huggingface_key(name, family):
+    """The safetensors key a ``family`` folder stores Google name ``name`` under: `google_name` backwards
+    (the task prefix on the encoder, the family's head names on ``cls/predictions``).
+
+    >>> from bert4long.bert_families import XLM_ROBERTA_FAMILY
+    >>> huggingface_key("cls/predictions/transform/LayerNorm/gamma", XLM_ROBERTA_FAMILY)
+    'lm_head.layer_norm.weight'
+    """
+    key = re.sub(r"layer_(\d+)", r"layer.\1", name).replace("/", ".")
+    for google, torch in ((".kernel", ".weight"), (".gamma", ".weight"), (".beta", ".bias"),
+                          ("_embeddings", "_embeddings.weight"), ("output_weights", "weight"), ("output_bias", "bias")):
+        if key.endswith(google):
+            key = key.removesuffix(google) + torch
+            break
+    if key.startswith("bert."):
+        return family.task_prefixes[0] + key.removeprefix("bert.")
+    if family.head_prefixes[0] == "lm_head.":   # RoBERTa's names of the MLM head
+        for google, roberta in (("cls.predictions.transform.LayerNorm.", "lm_head.layer_norm."),
+                                ("cls.predictions.transform.", "lm_head."), ("cls.predictions.", "lm_head.")):
+            key = key.replace(google, roberta)
+    return key
 
 
 class HuggingFaceReader:
@@ -122,7 +181,9 @@ class HuggingFaceReader:
                 "safe_serialization=True (pytorch_model.bin needs PyTorch to read)."
             )
         with open(os.path.join(folder, "config.json"), encoding="utf-8") as f:
-            self.offset = position_offset(json.load(f))
+            hf = json.load(f)
+        self.family = config_family(hf, folder)
+        self.offset = self.family.offset(self.family.from_huggingface(hf).get("pad_token_id", 0))
         try:
             self._file = safe_open(weights, framework="numpy")
         except SafetensorError as error:
@@ -130,16 +191,11 @@ class HuggingFaceReader:
                              "model again.") from None
         self._sources = {}
         for key in self._file.keys():
-            stripped = re.sub(r"^(bert|roberta)\.", "", key)
-            for pattern, template, transform in NAME_RULES:
-                match = re.fullmatch(pattern, stripped)
-                if match:
-                    groups = [g.replace(".", "/") for g in match.groups()]
-                    self._sources[template.format(*groups)] = (key, transform)
-                    break
-            else:
-                if not IGNORED_KEYS.match(key):
-                    raise ValueError(f"Unexpected tensor {key!r} in {weights!r}: no rule maps it to a BERT weight.")
+            name, transform = google_name(key, self.family)
+            if name is not None:
+                self._sources[name] = (key, transform)
+            elif not IGNORED_KEYS.match(key):
+                raise ValueError(f"Unexpected tensor {key!r} in {weights!r}: no rule maps it to a BERT weight.")
 
     def __contains__(self, name):
         return name in self._sources
@@ -204,3 +260,10 @@ def convert_huggingface_folder(folder, out_dir, overwrite=False):
             shutil.copyfile(vocab, os.path.join(staging, "vocab.txt"))
         write_checkpoint(os.path.join(staging, "bert_model.ckpt"), {name: reader.get(name) for name in reader.names()})
     return os.path.join(out_dir, "bert_config.json"), os.path.join(out_dir, "bert_model.ckpt")
+
+
+def __getattr__(name):
+    """``SUPPORTED_MODEL_TYPES``, the tuple this module held before families were declared."""
+    if name == "SUPPORTED_MODEL_TYPES":
+        return supported_model_types()
+    raise AttributeError(f"module 'bert4long.huggingface' has no attribute {name!r}")

@@ -8,6 +8,8 @@ import keras
 import tensorflow as tf
 from keras import ops
 
+from bert4long.config_keys import CONFIG_KEYS
+from bert4long.family import Family, with_defaults
 from bert4long.hf_folder import (
     HuggingFaceFamily,
     dense_weights,
@@ -15,6 +17,14 @@ from bert4long.hf_folder import (
 )
 from bert4long.layers import Add, MultiHeadAttention
 from bert4long.models import BERT
+
+# RoBERTa's table (positions after pad_token_id) and its own attention: no position extension.
+LONGFORMER_FAMILY = Family(
+    "longformer", "bert4long.longformer:Longformer", model_types=("longformer",), architecture="Longformer",
+    checkpoint="safetensors", task_prefixes=("longformer.",), head_prefixes=("lm_head.",),
+    config_keys=with_defaults(CONFIG_KEYS, max_position=4098, segment_vocab_size=1, layer_norm_epsilon=1e-5,
+                              pad_token_id=1) + (("attention_window", None, "attention_window", 512),),
+    position_offset=True, position_extension=False, global_tokens=True, tokenizer="bpe")
 
 
 @keras.saving.register_keras_serializable(package="bert4long")
@@ -87,8 +97,7 @@ class Longformer(HuggingFaceFamily, BERT):
     """
 
     model_name = "longformer"
-    task_prefix = "longformer."
-    head_prefixes = ("lm_head.",)
+    family = LONGFORMER_FAMILY
 
     def __init__(self, attention_window=512, max_global_tokens=32, **kwargs):
         layers = kwargs.get("num_hidden_layers")
@@ -121,39 +130,9 @@ class Longformer(HuggingFaceFamily, BERT):
         self.max_global_tokens = max_global_tokens
         self.layer_windows = {self.layer_names(index)[0]: window for index, window in enumerate(windows)}
 
-    @classmethod
-    def from_huggingface_config(cls, hf):
-        """`build_transformer_model` keyword arguments from a Longformer ``config.json`` dict."""
-        pad = hf.get("pad_token_id", 1)
-        return dict(
-            {key: hf[key] for key in ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads",
-                                      "intermediate_size", "hidden_act", "initializer_range") if key in hf},
-            max_position=hf.get("max_position_embeddings", 4098) - pad - 1,
-            segment_vocab_size=hf.get("type_vocab_size", 1),
-            dropout_rate=hf.get("hidden_dropout_prob", 0.1),
-            attention_dropout_rate=hf.get("attention_probs_dropout_prob", 0.1),
-            layer_norm_epsilon=hf.get("layer_norm_eps", 1e-5),
-            pad_token_id=pad,
-            attention_window=hf.get("attention_window", 512),
-        )
-
-    def huggingface_config(self):
-        return {
-            "model_type": "longformer",
-            "architectures": ["LongformerForMaskedLM" if self.with_mlm else "LongformerModel"],
-            "vocab_size": self.vocab_size, "hidden_size": self.hidden_size,
-            "num_hidden_layers": self.num_hidden_layers, "num_attention_heads": self.num_attention_heads,
-            "intermediate_size": self.intermediate_size, "hidden_act": self.hidden_act,
-            "hidden_dropout_prob": self.dropout_rate, "attention_probs_dropout_prob": self.attention_dropout_rate,
-            "max_position_embeddings": self.position_rows(),
-            "type_vocab_size": self.segment_vocab_size, "initializer_range": self.initializer.stddev,
-            "layer_norm_eps": self.layer_norm_epsilon, "pad_token_id": self.pad_token_id,
-            "attention_window": self.attention_window,
-        }
-
     def position_rows(self):
         """Rows of the position table: RoBERTa's positions start after ``pad_token_id``."""
-        return self.max_position + self.pad_token_id + 1
+        return self.max_position + self.family.offset(self.pad_token_id)
 
     def checkpoint_sizes(self):
         sizes = super().checkpoint_sizes()

@@ -4,7 +4,7 @@
 assembles models: the `Transformer` builder and `BERT`; `bert4long.model_registry`
 finds the families kept in their own modules (`bert4long.albert`,
 `bert4long.relative_position` for NEZHA and RoFormer, `bert4long.electra`, and
-the Hugging Face families of `FAMILY_MODELS`), which are also names here. Each
+the Hugging Face families), which are also names here. Each
 model class writes its checkpoint layout down as data in `variable_mapping()`
 (BERT's is `bert4long.bert_layout`): ``{layer name: {weight path: checkpoint
 variable}}``; loading and saving both go through that table by name, never by
@@ -60,9 +60,8 @@ from bert4long.layers.dropout import Recompute, SeededDropout, name_seed
 from bert4long.layers.nodes import Add
 from bert4long.layers.position_extension import PositionExtension
 from bert4long.masked_lm_model import MaskedLMModel
-from bert4long.model_registry import (  # noqa: F401 -- MODEL_CLASSES, family_model_class: bert4long.models names
-    FAMILY_MODELS,
-    MODEL_CLASSES,
+from bert4long.model_registry import (  # noqa: F401 -- family_model_class: a bert4long.models name
+    family,
     family_model_class,
     models_attribute,
     registered_model_class,
@@ -245,6 +244,7 @@ class Transformer(CheckpointIO):
     model_name = "bert"
     position_bias = None  # positions inside attention: 'rotary' (RoFormer), 'typical_relative' (NEZHA)
     max_relative_position = None
+    shared_block = False  # one block read by every layer (ALBERT)
 
 
 class BERT(BERTCheckpointLayout, Transformer):
@@ -367,9 +367,9 @@ def build_transformer_model(
             leaves random weights.
         model: ``'bert'``, ``'roberta'``, ``'albert'``, ``'albert_unshared'``,
             ``'nezha'`` (``max_relative_position``, default 64), ``'roformer'`` or
-            ``'electra'`` (``with_discriminator``); see `MODEL_CLASSES`. A Hugging Face
-            folder whose ``model_type`` names a family in `FAMILY_MODELS`
-            (``'modernbert'``) builds that family whatever ``model`` says.
+            ``'electra'`` (``with_discriminator``), ``'xlm-roberta'``; see
+            `bert4long.model_registry`. A Hugging Face folder whose family reads its own
+            tensor names (``'modernbert'``, ...) builds that family whatever ``model`` says.
         application: ``'encoder'``, ``'lm'`` (causal) or ``'unilm'`` (seq2seq mask).
         return_keras_model: False returns the builder (with
             ``load_weights_from_checkpoint`` / ``save_weights_as_checkpoint``).
@@ -406,9 +406,9 @@ def build_transformer_model(
         kwargs = restore_position_options(configs, kwargs, repr(os.fspath(config_path)), override_position_extension)
         if "model_type" in configs:  # a Hugging Face config.json
             configs = read_huggingface_config(config_path)
-            family = configs.pop("model")
-            if family in FAMILY_MODELS:  # a family with its own class (e.g. ModernBERT)
-                model = family
+            declared = family(configs.pop("model"))
+            if declared.reads_own_names:  # a family with its own class and tensor names (e.g. ModernBERT)
+                model = declared.name
     configs = from_google_config({**configs, **kwargs})
     builder_class = registered_model_class(model) if isinstance(model, str) else model
     configs["application"] = application

@@ -40,6 +40,7 @@ from bert4long.attention import MultiHeadAttention
 from bert4long.attention.positions import RotateHalfPositions
 from bert4long.checkpoint_layout import to_checkpoint
 from bert4long.checkpoints import MissingCheckpointVariableError
+from bert4long.family import Family
 from bert4long.layers import Add, BiasAdd, Embedding, FeedForward, GatherPositions
 from bert4long.layers.activations import get_activation
 from bert4long.layers.dropout import Recompute, SeededDropout, name_seed
@@ -48,6 +49,11 @@ from bert4long.outputs import atomic_write, write_text_atomically
 
 WEIGHT_FILENAME = "model.safetensors"
 LAYER_TYPES = ("full_attention", "sliding_attention")
+# Its config.json has no BERT key table (rope_parameters, layer_types): `ModernBERT.from_huggingface_config` reads it.
+MODERNBERT_FAMILY = Family("modernbert", "bert4long.modernbert:ModernBERT", model_types=("modernbert",),
+                           architecture="ModernBert", checkpoint="safetensors", task_prefixes=("model.",),
+                           head_prefixes=("head.", "decoder."), config_keys=None, position_extension=False,
+                           segment_ids=False, tokenizer="bpe")
 
 
 @keras.saving.register_keras_serializable(package="bert4long")
@@ -128,6 +134,7 @@ class ModernBERT(Transformer):
     """
 
     model_name = "modernbert"
+    family = MODERNBERT_FAMILY
 
     def __init__(self, local_attention=128, global_attn_every_n_layers=3, layer_types=None,
                  global_rope_theta=160000.0, local_rope_theta=10000.0, norm_bias=False, attention_bias=False,

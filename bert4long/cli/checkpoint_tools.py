@@ -200,7 +200,7 @@ def _print_family_info(folder):
     from safetensors import safe_open
 
     from bert4long.config_keys import read_config
-    from bert4long.huggingface import WEIGHT_FILENAME, read_huggingface_config
+    from bert4long.huggingface import WEIGHT_FILENAME, folder_family, read_huggingface_config
     from bert4long.position_record import recorded_extension
 
     config = read_huggingface_config(folder)
@@ -224,11 +224,13 @@ def _print_family_info(folder):
     elif n:
         print(f"lengths: up to {n} tokens as trained ({config['model']}); longer: split into chunks (finetune "
               "--pooling chunks)")
-    bare = [name.split(".", 1)[1] if name.startswith(("longformer.", "bert.", "model.")) else name for name in shapes]
-    heads = [h for h, prefixes in (("MLM", ("lm_head.", "cls.predictions.", "head.", "decoder.")),
-                                   ("NSP", ("cls.seq_relationship.",)), ("pooler", ("pooler.",)),
-                                   ("classifier", ("classifier.",)))
-             if any(name.startswith(prefixes) for name in bare)]
+    family = folder_family(folder)   # its task prefix and head names
+    bare = [next((name.removeprefix(p) for p in family.task_prefixes if name.startswith(p)), name) for name in shapes]
+    nsp = "cls.seq_relationship."   # BERT's NSP head, inside BigBird's "cls." head names
+    present = {"MLM": any(n.startswith(family.head_prefixes) and not n.startswith(nsp) for n in bare),
+               "NSP": any(n.startswith(nsp) for n in bare), "pooler": any(n.startswith("pooler.") for n in bare),
+               "classifier": any(n.startswith("classifier.") for n in bare)}
+    heads = [head for head, found in present.items() if found]
     print(f"heads: {', '.join(heads) or 'none (encoder only)'}")
 
 

@@ -33,7 +33,7 @@ from bert4long.cli.run_folder import (
     saved_line,
     start_writing,
 )
-from bert4long.huggingface import FAMILY_MODELS
+from bert4long.model_registry import family
 from bert4long.outputs import write_text_atomically
 
 
@@ -134,10 +134,10 @@ def _run_config(args, builder, train_seqs):
 
 
 def _save_pretrained(args, model, builder):
-    """Write the checkpoint (a Hugging Face folder for Longformer, BigBird and ModernBERT, else the Google
+    """Write the checkpoint (a Hugging Face folder for the families that read their own tensor names, else the Google
     layout and its config, both recording the position extension), the tokenizer files and ``model.keras``
     (no optimizer state: `save_final_model`) to --out; return the files' descriptions for the summary."""
-    if builder.model_name in FAMILY_MODELS:
+    if family(builder.model_name).reads_own_names:
         builder.save_weights_as_checkpoint(args.out)
         files = [os.path.join(args.out, "config.json"), os.path.join(args.out, "model.safetensors")]
     else:

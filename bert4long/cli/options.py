@@ -201,8 +201,8 @@ def check_model_options(args, max_position=None, check_length=True):
                    f"{max_position * max_position}) or --position-extension copy/interpolate" if method is None
                    else "use a shorter --seq-len" + (" or a larger --max-position" if method != "hierarchical" else ""))
             family = _family_of(args)
-            if family in ("longformer", "modernbert"):   # they refuse position extension
-                fix = (f"use --seq-len {max_position} or less ({family} places no positions beyond its trained "
+            if family is not None and not family.position_extension:
+                fix = (f"use --seq-len {max_position} or less ({family.name} places no positions beyond its trained "
                        "ones; finetune --pooling chunks reads longer documents in windows)")
             raise ValueError(f"--seq-len {seq_len} is longer than the {capacity} positions this model can place "
                              f"(trained: {max_position}): {fix}")
@@ -243,13 +243,13 @@ def restore_recorded_positions(args):
 
 
 def _family_of(args):
-    """The ``model_type`` of a Hugging Face --checkpoint folder that its own module builds, else None."""
-    from bert4long.huggingface import family_model_type, is_huggingface_folder
+    """The `bert4long.family.Family` of a Hugging Face --checkpoint folder (None without one, or with --config)."""
+    from bert4long.huggingface import folder_family, is_huggingface_folder
 
     checkpoint = getattr(args, "checkpoint", None)
     if getattr(args, "config", None) or not is_huggingface_folder(checkpoint):
         return None
-    return family_model_type(os.path.join(checkpoint, "config.json"))
+    return folder_family(checkpoint)
 
 
 def model_kwargs(args):

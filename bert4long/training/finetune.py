@@ -16,8 +16,9 @@ import numpy as np
 from keras import ops
 
 from bert4long.checked_model import CheckedModel
-from bert4long.huggingface import family_model_type, is_huggingface_folder
+from bert4long.huggingface import folder_family, is_huggingface_folder
 from bert4long.layers import TakeToken
+from bert4long.model_registry import family
 from bert4long.models import build_transformer_model
 from bert4long.training.mlm import dtype_policy
 from bert4long.training.optim import loss_scaled
@@ -110,41 +111,48 @@ class GlobalTokenMask(keras.layers.Layer):
         return keras.KerasTensor(token_ids.shape, dtype="int32")
 
 
-def global_positions(model_name, global_tokens="auto"):
+def global_positions(model, global_tokens="auto"):
     """The positions given global attention: ``'auto'`` is ``[0]`` (the ``<s>``/``[CLS]`` token, as transformers'
-    ``LongformerForSequenceClassification``) for a Longformer and none for other models; a list names them;
-    None or ``[]`` turns them off. Only Longformer has global tokens (other models: an error).
+    ``LongformerForSequenceClassification``) for a family with global tokens (Longformer) and none for others; a
+    list names them; None or ``[]`` turns them off. ``model``: a ``model=`` name or `bert4long.family.Family`
+    (None: a builder class, which has none); global tokens on a family without them is an error.
 
     >>> global_positions("longformer"), global_positions("bert"), global_positions("longformer", None)
     ([0], [], [])
     """
-    longformer = model_name == "longformer"
+    declared = family(model) if isinstance(model, str) else model
+    has_global = declared is not None and declared.global_tokens
     if isinstance(global_tokens, str):
         if global_tokens != "auto":
             raise ValueError(f"global_tokens must be 'auto', a list of positions or None, got {global_tokens!r}.")
-        return [0] if longformer else []
+        return [0] if has_global else []
     positions = [int(p) for p in global_tokens or ()]
-    if positions and not longformer:
+    if positions and not has_global:
+        name = declared.name if declared is not None else model
         raise ValueError(f"global_tokens={positions} needs a Longformer model (its attention-mask input marks "
-                         f"global tokens); model={model_name!r} has none: leave global_tokens out.")
+                         f"global tokens); model={name!r} has none: leave global_tokens out.")
     if any(p < 0 for p in positions):
         raise ValueError(f"global_tokens are positions from 0 on, got {positions}.")
     return positions
 
 
-def _model_name(config_path, checkpoint_path, kwargs):
-    """The family `build_transformer_model` will build: a Hugging Face config's ``model_type``, else ``model``."""
+def _family(config_path, checkpoint_path, kwargs):
+    """The family `build_transformer_model` will build: a Hugging Face folder's own-names family, else ``model``'s
+    (None for a builder class)."""
     if config_path is None and is_huggingface_folder(checkpoint_path):
         config_path = os.path.join(checkpoint_path, "config.json")
-    family = family_model_type(config_path) if config_path is not None else None
-    return family or str(kwargs.get("model", "bert")).lower()
+    declared = folder_family(config_path) if config_path is not None else None
+    if declared is not None and declared.reads_own_names:
+        return declared
+    model = kwargs.get("model", "bert")
+    return family(model) if isinstance(model, str) else None
 
 
 def _encoder(config_path, checkpoint_path, global_tokens, **kwargs):
     """``(encoder, pad id, token inputs, call)``: ``call(inputs)`` gives the sequence output for the token inputs
     (token ids and, where the model reads them, segment ids), the global-token mask computed from the ids where
     `global_positions` gives positions (``call`` is None without them: use the encoder's own graph)."""
-    positions = global_positions(_model_name(config_path, checkpoint_path, kwargs), global_tokens)
+    positions = global_positions(_family(config_path, checkpoint_path, kwargs), global_tokens)
     if positions:
         kwargs["attention_mask_input"] = True
     builder = build_transformer_model(config_path, checkpoint_path, return_keras_model=False, **kwargs)

@@ -1,0 +1,51 @@
+"""Every declared `Family`: names that resolve to it alone, a key table read both ways, the old registry names."""
+import pytest
+
+import bert4long.models
+from bert4long.config_keys import from_google_config, to_google_config
+from bert4long.model_registry import FAMILY_DECLARATIONS, families, family, family_of_model_type
+
+# A value for every Hugging Face key a table may hold (others: the row's default).
+SAMPLE = {"vocab_size": 50, "hidden_size": 8, "num_hidden_layers": 2, "num_attention_heads": 2,
+          "intermediate_size": 16, "max_position_embeddings": 66, "pad_token_id": 1, "attention_window": [4, 8],
+          "block_size": 2, "num_random_blocks": 1, "attention_type": "original_full"}
+
+
+def test_every_name_and_model_type_finds_one_family():
+    declared = families()
+    assert len(declared) == len(FAMILY_DECLARATIONS)
+    names = [name for f in declared for name in f.names]
+    model_types = [t for f in declared for t in f.model_types]
+    assert len(names) == len(set(names)) and len(model_types) == len(set(model_types))
+    for f in declared:
+        assert all(family(name.upper()) is f for name in f.names)
+        assert all(family_of_model_type(t) is f for t in f.model_types)
+        assert f.builder_class().__name__ == f.builder.split(":")[1]
+        if f.reads_own_names:   # its builder reads its folders through the same declaration
+            assert f.builder_class().family is f
+    with pytest.raises(ValueError, match="Unknown model 'gpt'"):
+        family("gpt")
+
+
+@pytest.mark.parametrize("declared", [f for f in families() if f.config_keys is not None], ids=lambda f: f.name)
+def test_key_table_round_trips_config_to_arguments_to_config(declared):
+    hf = {key: SAMPLE.get(key, default) for _, _, key, default in declared.config_keys
+          if key in SAMPLE or default is not None}
+    arguments = declared.from_huggingface(hf)
+    assert arguments["max_position"] == 66 - (2 if declared.position_offset else 0)
+    assert declared.to_huggingface(arguments) == {**hf, **({"model_type": declared.model_types[0]}
+                                                            if declared.model_types else {})}
+    google = to_google_config(arguments)   # the Google column (bert_config.json) read both ways
+    assert {k: v for k, v in from_google_config(google).items() if k in arguments} == \
+        {k: v for k, v in arguments.items() if k in from_google_config(google)}
+
+
+def test_the_old_registry_names_still_answer():
+    assert bert4long.models.ALBERT is family("albert").builder_class()
+    assert {"bert", "roberta", "albert", "albert_unshared", "nezha", "roformer", "electra",
+            "xlm-roberta"} <= set(bert4long.models.MODELS)
+    assert bert4long.models.FAMILY_MODELS == {"modernbert": "bert4long.modernbert:ModernBERT",
+                                              "longformer": "bert4long.longformer:Longformer",
+                                              "big_bird": "bert4long.big_bird:BigBird"}
+    assert bert4long.models.MODEL_CLASSES["roberta"] == "bert4long.models:BERT"
+    assert bert4long.models.RelativePositionBERT.__name__ == "RelativePositionBERT"
