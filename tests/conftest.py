@@ -29,3 +29,13 @@ def tiny_albert(tmp_path_factory):
     from bert4long.testing import write_tiny_checkpoint
 
     return write_tiny_checkpoint(str(tmp_path_factory.mktemp("tiny_albert")), model="albert", seed=2)
+
+
+def pytest_collection_modifyitems(config, items):
+    """Mark ``slow`` the tests `slow_tests.txt` lists (measured times; ``-m "not slow"`` is the fast lane)."""
+    from slow_tests import function_of, slow_functions
+
+    slow = slow_functions()
+    for item in items:
+        if function_of(item.nodeid) in slow:
+            item.add_marker(pytest.mark.slow)

@@ -92,7 +92,6 @@ def test_demo_refuses_a_corpus_without_long_documents(tiny_bert, tmp_path, capsy
     assert "no held-out document reaches 64 tokens: pass a smaller --seq-len" in capsys.readouterr().err
 
 
-@pytest.mark.slow
 def test_the_main_job_on_the_built_in_model(tmp_path, capsys):
     """`bert4long pretrain --demo` end to end on the built-in model and gensim's articles (a few steps)."""
     if importlib.util.find_spec("gensim") is None:   # its test data only (installed --no-deps: not importable)
