@@ -49,3 +49,14 @@ def test_the_old_registry_names_still_answer():
                                               "big_bird": "bert4long.big_bird:BigBird"}
     assert bert4long.models.MODEL_CLASSES["roberta"] == "bert4long.models:BERT"
     assert bert4long.models.RelativePositionBERT.__name__ == "RelativePositionBERT"
+
+
+def test_the_model_option_names_every_family_read_from_a_google_checkpoint():
+    """``--model``'s help is written out (``--help`` starts no TensorFlow, and the declarations live in modules
+    that do): it must name every family whose Google-layout checkpoints ``--model`` picks."""
+    from bert4long.cli import build_parser
+
+    help_text = " ".join(build_parser().commands["pretrain"].format_help().split())
+    for declared in families():
+        if not declared.reads_own_names:
+            assert f" {declared.name}," in help_text or f" {declared.name} (" in help_text, declared.name

@@ -64,8 +64,8 @@ def add_model_arguments(parser, checkpoint_required=True):
     casing.add_argument("--cased", dest="lower_case", action="store_false", default=None,
                         help="keep upper case (default: follow the checkpoint; a vocab with capitals is cased)")
     casing.add_argument("--uncased", dest="lower_case", action="store_true", help="lower-case the text")
-    parser.add_argument("--model", help="model family: bert (default), roberta, albert, albert_unshared, nezha, "
-                                        "roformer, electra")
+    parser.add_argument("--model", help="model family: bert (default), roberta, xlm-roberta, albert, albert_unshared, "
+                                        "nezha, roformer, electra (a Hugging Face folder's config.json names its own)")
     parser.add_argument("--seq-len", type=sequence_length, default=512, help="tokens per sequence (default 512)")
     parser.add_argument("--hierarchical-position", nargs="?", const=HIERARCHICAL_ALPHA, type=hierarchical_alpha,
                         metavar="ALPHA", help="place up to n^2 positions by hierarchical decomposition (needed above "
