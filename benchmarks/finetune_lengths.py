@@ -60,13 +60,24 @@ def split(rows, folder, limit=None, seed=0):
     return paths, len(train), len(valid)
 
 
+def timed_finetune(options):
+    """The command running ``bert4long finetune OPTIONS`` under GNU time when it is installed (its report holds the
+    wall time and the peak memory: `peak_rss_gb`)."""
+    timer = ["/usr/bin/time", "-v"] if os.path.exists("/usr/bin/time") else []
+    return [*timer, sys.executable, "-m", "bert4long.cli", "finetune", *options]
+
+
+def peak_rss_gb(text):
+    """The peak resident memory (GB) in GNU time's report within ``text``, or None."""
+    match = re.search(r"Maximum resident set size \(kbytes\): (\d+)", text)
+    return round(int(match.group(1)) / 2**20, 2) if match else None
+
+
 def start_variant(tree, model_args, train, valid, out, args):
     """The `bert4long finetune` process of one variant (from source ``tree``), started."""
-    timer = ["/usr/bin/time", "-v"] if os.path.exists("/usr/bin/time") else []   # (GNU time: the peak memory)
-    command = [*timer, sys.executable, "-m", "bert4long.cli", "finetune", *model_args, "--train",
-               train, "--valid", valid, "--seq-len", str(args.seq_len), "--batch-size", str(args.batch_size),
-               "--save-every", "100000", "--out", out, "--quiet",
-               *(["--steps", str(args.steps)] if args.steps else ["--epochs", str(args.epochs)])]
+    command = timed_finetune([*model_args, "--train", train, "--valid", valid, "--seq-len", str(args.seq_len),
+                              "--batch-size", str(args.batch_size), "--save-every", "100000", "--out", out, "--quiet",
+                              *(["--steps", str(args.steps)] if args.steps else ["--epochs", str(args.epochs)])])
     env = {**os.environ, "PYTHONPATH": tree, "TF_CPP_MIN_LOG_LEVEL": "3"}
     with open(out + ".stdout", "w") as stdout, open(out + ".stderr", "w") as stderr:   # (files: a pipe can fill)
         return subprocess.Popen(command, stdout=stdout, stderr=stderr, env=env, cwd=tree)
@@ -80,7 +91,8 @@ def finish_variant(name, process, out):
     if process.returncode:
         return {"variant": name, "error": [line for line in text.splitlines() if "Error" in line][-1:]
                 or stdout.strip().splitlines()[-1:]}
-    metrics = load_json(os.path.join(out, "metrics.json"))["final"]
+    record = load_json(os.path.join(out, "metrics.json"))
+    metrics = record["final"]
 
     def found(pattern, cast=float):
         match = re.search(pattern, text)
@@ -89,10 +101,10 @@ def finish_variant(name, process, out):
     return {"variant": name, "wall_s": found(r"Elapsed \(wall clock\) time.*: ([\d:.]+)", _seconds),
             "epoch_1_s": found(r"epoch 1: .*?\((\d+) s\)"), "estimate_s_per_epoch": found(r"about (\d+) s/epoch"),
             "padding": found(r"tokens, (\d+)% of them padding", lambda p: int(p) / 100),
-            "peak_rss_gb": found(r"Maximum resident set size \(kbytes\): (\d+)", lambda kb: round(int(kb) / 2**20, 2)),
+            "peak_rss_gb": peak_rss_gb(text),
             "accuracy": round(metrics["accuracy"], 4), "macro_f1": round(metrics["macro_f1"], 4),
             "recall": {k: round(v["recall"], 3) for k, v in metrics["per_class"].items()},
-            "epoch_s": [round(e["train"]["seconds"], 1) for e in load_json(os.path.join(out, "metrics.json"))["epochs"]],
+            "epoch_s": [round(e["train"]["seconds"], 1) for e in record["epochs"]],
             "output": [line for line in stdout.splitlines() if "epoch" in line or "padding" in line]}
 
 

@@ -25,7 +25,6 @@ Writes benchmarks/results/finetune_study.json (finetune_study_quick.json with --
 import argparse
 import json
 import os
-import re
 import subprocess
 import sys
 import tempfile
@@ -36,7 +35,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 sys.path.insert(0, HERE)
 from common import load_json, machine_stamp, print_table, write_json  # noqa: E402
-from finetune_lengths import MINILM_MLM, speeches, split  # noqa: E402
+from finetune_lengths import MINILM_MLM, peak_rss_gb, speeches, split, timed_finetune  # noqa: E402
 
 DEFAULT_MODELS = [f"512={MINILM_MLM},512", f"1536-base={MINILM_MLM},1536,--hierarchical-position"]
 
@@ -52,24 +51,22 @@ def parse_model(spec):
 
 def run_once(name, checkpoint, seq_len, flags, seed, data, folder, args):
     """One `bert4long finetune` process; its per-epoch validation scores and time from metrics.json."""
-    timer = ["/usr/bin/time", "-v"] if os.path.exists("/usr/bin/time") else []
-    command = [*timer, sys.executable, "-m", "bert4long.cli", "finetune", "--checkpoint", checkpoint, *flags,
-               "--train", data[0], "--valid", data[1], "--seq-len", str(seq_len), "--batch-size",
-               str(args.batch_size), "--epochs", str(args.epochs), "--learning-rate", str(args.learning_rate),
-               "--seed", str(seed), "--save-every", str(args.save_every), "--out", folder, "--quiet"]
+    command = timed_finetune(["--checkpoint", checkpoint, *flags, "--train", data[0], "--valid", data[1],
+                              "--seq-len", str(seq_len), "--batch-size", str(args.batch_size), "--epochs",
+                              str(args.epochs), "--learning-rate", str(args.learning_rate), "--seed", str(seed),
+                              "--save-every", str(args.save_every), "--out", folder, "--quiet"])
     env = {**os.environ, "PYTHONPATH": ROOT, "TF_CPP_MIN_LOG_LEVEL": "3"}
     result = subprocess.run(command, capture_output=True, text=True, env=env, cwd=ROOT)
     if result.returncode:
         raise RuntimeError(f"{name} seed {seed} failed:\n{(result.stdout + result.stderr)[-3000:]}")
     epochs = load_json(os.path.join(folder, "metrics.json"))["epochs"]
     last = epochs[-1]["valid"]
-    peak = re.search(r"Maximum resident set size \(kbytes\): (\d+)", result.stderr)
     return {"model": name, "seed": seed, "checkpoint": checkpoint, "seq_len": seq_len, "flags": flags,
             "last_macro_f1": last["macro_f1"], "last_accuracy": last["accuracy"],
             "recall": {k: v["recall"] for k, v in last["per_class"].items()},
             "best_macro_f1": max(e["valid"]["macro_f1"] for e in epochs),
             "epoch_seconds": [round(e["train"]["seconds"], 1) for e in epochs],
-            "peak_rss_gb": round(int(peak.group(1)) / 2**20, 2) if peak else None}
+            "peak_rss_gb": peak_rss_gb(result.stderr)}
 
 
 def mean_se(values):

@@ -680,13 +680,6 @@ def raw_text_section(data, number):
     return out
 
 
-def finetune_length_runs(results_dir):
-    """The ``finetune_lengths*.json`` files of benchmarks/finetune_lengths.py (not the --quick smoke run)."""
-    names = sorted(n for n in (os.listdir(results_dir) if os.path.isdir(results_dir) else [])
-                   if n.startswith("finetune_lengths") and n.endswith(".json") and "quick" not in n)
-    return [data for data in (load_json(os.path.join(results_dir, n)) for n in names) if data]
-
-
 def finetune_lengths_section(runs, number):
     """`bert4long finetune` on the speeches: every document padded to --seq-len (before) against batches by length."""
     out = [f"## {number}. Fine-tuning cost: batches by length against padding to --seq-len\n",
@@ -748,11 +741,13 @@ def generic_section(title, data, figure=None):
     return out
 
 
-def long_encoder_runs(results_dir):
-    """The ``long_encoders_<model>_<mode>.json`` files, in name order."""
+def runs_named(results_dir, prefix):
+    """The JSON files of ``results_dir`` whose names start with ``prefix`` (``long_encoders_<model>_<mode>.json``,
+    ``finetune_lengths*.json``), in name order; not a --quick smoke run's."""
     if not os.path.isdir(results_dir):
         return []
-    names = sorted(n for n in os.listdir(results_dir) if n.startswith("long_encoders_") and n.endswith(".json"))
+    names = sorted(n for n in os.listdir(results_dir)
+                   if n.startswith(prefix) and n.endswith(".json") and "quick" not in n)
     return [data for data in (load_json(os.path.join(results_dir, n)) for n in names) if data]
 
 
@@ -827,12 +822,12 @@ def build_report(results_dir, figures, out_path):
         sections.append(lambda k: batch_section(batch, k))
     if speed:
         sections.append(lambda k: speed_section(speed, k))
-    long_encoders = long_encoder_runs(results_dir)
+    long_encoders = runs_named(results_dir, "long_encoders_")
     if long_encoders:
         sections.append(lambda k: long_encoders_section(long_encoders, k))
     if raw_text:
         sections.append(lambda k: raw_text_section(raw_text, k))
-    finetune_lengths = finetune_length_runs(results_dir)
+    finetune_lengths = runs_named(results_dir, "finetune_lengths")
     if finetune_lengths:
         sections.append(lambda k: finetune_lengths_section(finetune_lengths, k))
     for name, title in PEERS:
