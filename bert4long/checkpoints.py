@@ -1,6 +1,10 @@
-"""Read and write TensorFlow checkpoints in the original (Google) variable layout.
+"""Read and write TensorFlow checkpoints in the original (Google) variable layout; the reader protocol.
 
-Checkpoints are read with `tf.train.load_checkpoint` and written with the
+Every checkpoint bert4long loads is read through one protocol, `WeightReader`, with two implementations:
+`CheckpointReader` (a TensorFlow checkpoint, here) and `bert4long.safetensors_io.SafetensorsReader` (a Hugging
+Face ``model.safetensors``, under the names its family's table gives).
+
+TF checkpoints are read with `tf.train.load_checkpoint` and written with the
 `SaveV2` op, so what bert4long writes is a standard TF checkpoint
 (``prefix.index`` + ``prefix.data-00000-of-00001``, or several data shards) that Google's code, Hugging
 Face's converters and `tf.train.list_variables` read by its original names.
@@ -17,6 +21,18 @@ from bert4long.outputs import is_disk_full, note_written
 
 OPTIMIZER_SLOT_SUFFIXES = ("/adam_m", "/adam_v", "/Adam", "/Adam_1", "/LAMB", "/LAMB_1")
 CHECKPOINT_FILENAMES = ("bert_model.ckpt", "albert_model.ckpt", "model.ckpt")
+# Unused Google-layout variables that are not an error: heads a model may leave out, ELECTRA's generator.
+OPTIONAL_PREFIXES = ("cls/", "bert/pooler/", "electra/pooler/", "discriminator_predictions/", "generator/",
+                     "generator_predictions/")
+
+
+def trained_google_name(name):
+    """True for a Google-layout variable a model must use or lose (not a head, ``global_step`` or the like).
+
+    >>> trained_google_name("bert/encoder/layer_0/output/dense/kernel"), trained_google_name("cls/predictions/output_bias")
+    (True, False)
+    """
+    return "/" in name and not name.startswith(OPTIONAL_PREFIXES)
 
 
 class MissingCheckpointVariableError(ValueError, KeyError):
@@ -75,8 +91,72 @@ def resolve_checkpoint(path):
     )
 
 
-class CheckpointReader:
-    """Name-keyed access to the model variables of a checkpoint (optimizer slots hidden).
+class WeightReader:
+    """The reader protocol: the arrays of one checkpoint by the names a model's `variable_mapping()` uses.
+
+    ``name in reader``, ``reader.names()``, ``reader.shape(name)`` (from the file's header),
+    ``reader.get(name)`` (a numpy array as the mapping expects it), ``reader.source(name)`` (where the name is
+    stored, for messages), ``reader.trained(name)`` (a weight a model must use or lose, not a head),
+    ``reader.check()`` (read everything once), ``reader.prefix`` (its path) and ``reader.architectures``
+    (what its config says it holds); it is a context manager (`close`).
+
+    Example:
+    >>> import numpy as np, tempfile, os
+    >>> from bert4long.checkpoints import CheckpointReader, WeightReader, write_checkpoint
+    >>> prefix = os.path.join(tempfile.mkdtemp(), "bert_model.ckpt")
+    >>> write_checkpoint(prefix, {"bert/pooler/dense/bias": np.zeros(4, "float32")})
+    >>> with CheckpointReader(prefix) as reader:
+    ...     isinstance(reader, WeightReader), reader.names(), reader.get("bert/pooler/dense/bias").shape
+    (True, ['bert/pooler/dense/bias'], (4,))
+    """
+
+    kind = "variable"   # what a message calls one stored array
+    architectures = ()
+    # What a message advises when the configuration does not describe the checkpoint.
+    rebuild_advice = ("Use the configuration stored with the checkpoint (its bert_config.json / config.json and the "
+                      "model family it was trained as)")
+
+    def names(self):
+        raise NotImplementedError
+
+    def __contains__(self, name):
+        raise NotImplementedError
+
+    def shape(self, name):
+        raise NotImplementedError
+
+    def get(self, name):
+        raise NotImplementedError
+
+    def source(self, name):
+        """Where ``name`` is stored, for messages (``""``: under that name)."""
+        return ""
+
+    def listed_name(self, name):
+        """The name a listing (`bert4long info`) shows for ``name``: as the file stores it."""
+        return name
+
+    def trained(self, name):
+        """True for a weight a model must use or lose (not a task head, a counter or a buffer)."""
+        return trained_google_name(name)
+
+    def check(self):
+        """Read every array once, so a damaged file is found now (`ValueError` naming it)."""
+        for name in self.names():
+            self.get(name)
+
+    def close(self):
+        """Let go of the file (a closed reader is not read again)."""
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc_info):
+        self.close()
+
+
+class CheckpointReader(WeightReader):
+    """The `WeightReader` of a TensorFlow checkpoint: its model variables by name (optimizer slots hidden).
 
     Example:
     >>> from bert4long.checkpoints import CheckpointReader
@@ -126,9 +206,12 @@ class CheckpointReader:
             ) from None
 
     def check(self):
-        """Read every variable once, so a damaged data file is found now (`ValueError` naming it)."""
+        """Read every variable once (optimizer slots too), so a damaged data file is found now (`ValueError`)."""
         for name in self._reader.get_variable_to_shape_map():
             self._read(name)
+
+    def close(self):
+        self._reader = None
 
 
 def _shards(names, variables, max_shard_bytes):

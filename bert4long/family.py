@@ -21,7 +21,8 @@ from dataclasses import dataclass
 from bert4long.config_keys import CONFIG_KEYS
 
 # Checkpoint formats: a TensorFlow checkpoint under Google's names (Hugging Face BERT/RoBERTa folders are read
-# as one through `bert4long.huggingface.NAME_RULES`), or a safetensors folder under its own names.
+# under those names through `bert4long.huggingface.GoogleNames`), or a safetensors folder under its own names.
+# Either is read through `bert4long.checkpoints.WeightReader` (`bert4long.checkpoint_layout`, the engine).
 FORMATS = ("tf", "safetensors")
 
 
@@ -48,6 +49,8 @@ class Family:
         task_prefixes: prefixes a Hugging Face ``*Model`` saves its encoder tensors without and the task
             models (``*ForMaskedLM``) with (``"roberta."``); the first is the one written.
         head_prefixes: the task heads' tensor names, saved without a task prefix (``"lm_head."``).
+        encoder_prefixes: (``checkpoint="safetensors"``) the tensor names a model must use or lose (the
+            encoder's; a task head may be left out).
         config_keys: rows ``(bert4long name, Google name, Hugging Face name, value when a file lacks it)``
             (None: required, or left to the builder); None: the builder translates its ``config.json`` itself
             (``from_huggingface_config``).
@@ -67,6 +70,7 @@ class Family:
     checkpoint: str = "tf"
     task_prefixes: tuple = ()
     head_prefixes: tuple = ()
+    encoder_prefixes: tuple = ("embeddings.", "encoder.")
     config_keys: tuple = CONFIG_KEYS
     refused: tuple = ()
     position_offset: bool = False

@@ -1,12 +1,12 @@
 """Hugging Face model folders (``config.json`` + ``model.safetensors``) without PyTorch.
 
-The safetensors file is read with the `safetensors` package's numpy API and
-presented under the original Google checkpoint names, so the model classes'
-single `variable_mapping()` serves both formats. The rewrite rules below are the
-whole format conversion: a table of name patterns, each with how the array changes.
-The folders read this way are those of the families declared with ``checkpoint="tf"`` (BERT, RoBERTa,
-XLM-RoBERTa: `bert4long.bert_families`); the others (ModernBERT, Longformer, BigBird) are read by their own
-module under their own tensor names. `write_huggingface_folder` writes the rules backwards.
+Every folder is read by the one `bert4long.safetensors_io.SafetensorsReader` (`open_huggingface_folder`),
+with the naming its family gives (`tensor_names`). The families declared with ``checkpoint="tf"`` (BERT,
+RoBERTa, XLM-RoBERTa: `bert4long.bert_families`) are read under the original Google checkpoint names
+(`GoogleNames`), so the model classes' single `variable_mapping()` serves both formats: the rewrite rules
+below are the whole format conversion, a table of name patterns, each with how the array changes, and
+`GoogleNames.write` runs them backwards. The others (ModernBERT, Longformer, BigBird) are read under their own
+tensor names.
 """
 import json
 import os
@@ -14,10 +14,14 @@ import re
 
 import numpy as np
 
+from bert4long.checkpoints import trained_google_name
 from bert4long.config_keys import read_config, to_google_config
 from bert4long.model_registry import families, family_of_model_type
-
-WEIGHT_FILENAME = "model.safetensors"
+from bert4long.safetensors_io import (  # noqa: F401 -- WEIGHT_FILENAME: a bert4long.huggingface name
+    WEIGHT_FILENAME,
+    OwnNames,
+    SafetensorsReader,
+)
 
 _DENSE = r"(?:weight|gamma)"
 # (pattern on the key without its 'bert.'/'roberta.' prefix, Google name template, transform)
@@ -159,77 +163,90 @@ def huggingface_key(name, family):
     return key
 
 
-class HuggingFaceReader:
-    """A ``model.safetensors`` file read as if it were a Google checkpoint.
+class GoogleNames:
+    """The naming of a BERT-layout family's folder (``family.checkpoint == "tf"``): keys read under Google
+    checkpoint names by `NAME_RULES` and written back by `huggingface_key`; ``offset`` position rows (RoBERTa's
+    unused ones) are left out when read and written as zeros.
 
-    Example:
-    >>> from bert4long.huggingface import HuggingFaceReader
-    >>> reader = HuggingFaceReader("all-MiniLM-L6-v2/")  # doctest: +SKIP
-    >>> reader.shape("bert/encoder/layer_0/attention/self/query/kernel")  # doctest: +SKIP
-    (384, 384)
+    >>> from bert4long.bert_families import ROBERTA_FAMILY
+    >>> names = GoogleNames(ROBERTA_FAMILY, offset=2)
+    >>> names.read("roberta.embeddings.position_embeddings.weight")
+    ('bert/embeddings/position_embeddings', 'position_offset')
+    >>> key, value = names.write("bert/embeddings/position_embeddings", np.ones((3, 2)), task_model=False)
+    >>> key, value.shape
+    ('embeddings.position_embeddings.weight', (5, 2))
     """
 
-    def __init__(self, folder):
-        from safetensors import SafetensorError, safe_open
+    describes = "BERT"
+    lists_keys = False   # a listing shows the Google names
 
-        self.prefix = folder
-        weights = os.path.join(folder, WEIGHT_FILENAME)
-        if not os.path.isfile(weights):
-            found = ", ".join(sorted(os.listdir(folder)))
-            raise FileNotFoundError(
-                f"No {WEIGHT_FILENAME} in Hugging Face folder {folder!r} (found: {found}). Save the model with "
-                "safe_serialization=True (pytorch_model.bin needs PyTorch to read)."
-            )
-        with open(os.path.join(folder, "config.json"), encoding="utf-8") as f:
-            hf = json.load(f)
-        self.family = config_family(hf, folder)
-        self.offset = self.family.offset(self.family.from_huggingface(hf).get("pad_token_id", 0))
-        try:
-            self._file = safe_open(weights, framework="numpy")
-        except SafetensorError as error:
-            raise ValueError(f"Weights file {weights!r} is damaged or truncated ({error}). Copy or download the "
-                             "model again.") from None
-        self._sources = {}
-        for key in self._file.keys():
-            name, transform = google_name(key, self.family)
-            if name is not None:
-                self._sources[name] = (key, transform)
-            elif not IGNORED_KEYS.match(key):
-                raise ValueError(f"Unexpected tensor {key!r} in {weights!r}: no rule maps it to a BERT weight.")
+    def __init__(self, family, offset=0):
+        self.family, self.offset = family, offset
 
-    def __contains__(self, name):
-        return name in self._sources
+    def read(self, key):
+        """``(Google name, transform)`` of ``key``; ``(None, None)`` for a buffer, `KeyError` for no rule."""
+        name, transform = google_name(key, self.family)
+        if name is None and not IGNORED_KEYS.match(key):
+            raise KeyError(key)
+        return name, transform
 
-    def check(self):
-        """Read every weight once (a truncated file already fails when opened)."""
-        for name in self.names():
-            self.get(name)
-
-    def names(self):
-        return sorted(self._sources)
-
-    def source_name(self, name):
-        """The safetensors key a Google name would be read from (for error messages)."""
-        return self._sources[name][0] if name in self._sources else "(no matching safetensors key)"
-
-    def get(self, name):
-        key, transform = self._sources[name]
-        value = self._file.get_tensor(key)
+    def write(self, name, value, task_model):
+        """``(key, array)`` storing Google name ``name`` (checked against the rules that read it back); the
+        encoder carries the task prefix in a task model's (``*ForMaskedLM``) file."""
+        key = huggingface_key(name, self.family)
+        read_back, transform = google_name(key, self.family)
+        if read_back != name:
+            raise ValueError(f"{name!r} would be written as {key!r}, which reads back as {read_back!r}: no "
+                             f"{self.family.name} tensor holds it.")
+        if not task_model:
+            key = key.removeprefix(self.family.task_prefixes[0])
         if transform == "transpose":
             value = value.T
         elif transform == "position_offset":
-            value = value[self.offset:]
-        return np.ascontiguousarray(value)
+            value = np.concatenate([np.zeros((self.offset, value.shape[1]), value.dtype), value])
+        return key, value
 
-    def shape(self, name):
-        """The shape `get` returns, read from the file's header (no tensor is loaded)."""
-        key, transform = self._sources[name]
-        shape = tuple(self._file.get_slice(key).get_shape())
-        if transform == "transpose":
-            return shape[::-1]
-        if transform == "position_offset":
-            return (shape[0] - self.offset, *shape[1:])
-        return shape
+    def trained(self, name):
+        return trained_google_name(name)
+
+
+def tensor_names(family, pad_token_id=0):
+    """The naming (`bert4long.safetensors_io.SafetensorsReader`'s data) of a ``family`` folder.
+
+    >>> from bert4long.model_registry import family
+    >>> type(tensor_names(family("longformer"))).__name__, type(tensor_names(family("xlm-roberta"))).__name__
+    ('OwnNames', 'GoogleNames')
+    """
+    if family.reads_own_names:
+        return OwnNames(family.task_prefixes, family.head_prefixes, family.encoder_prefixes)
+    return GoogleNames(family, family.offset(pad_token_id))
+
+
+def open_huggingface_folder(folder, family=None):
+    """The `bert4long.safetensors_io.SafetensorsReader` of a Hugging Face folder, named as its family's
+    (``family``, else the one its ``config.json`` names) tables say.
+
+    Example:
+    >>> from bert4long.huggingface import open_huggingface_folder
+    >>> reader = open_huggingface_folder("all-MiniLM-L6-v2/")  # doctest: +SKIP
+    >>> reader.shape("bert/encoder/layer_0/attention/self/query/kernel")  # doctest: +SKIP
+    (384, 384)
+    """
+    config_file = os.path.join(folder, "config.json")
+    hf = {}
+    if os.path.isfile(config_file):
+        with open(config_file, encoding="utf-8") as f:
+            hf = json.load(f)
+    elif family is None:
+        raise FileNotFoundError(f"Not a Hugging Face model folder: {config_file!r} does not exist (a folder needs "
+                                "config.json and model.safetensors).")
+    if family is None or not family.reads_own_names:
+        family = config_family(hf, folder)
+    pad_token_id = family.from_huggingface(hf).get("pad_token_id", 0) if family.position_offset else 0
+    return SafetensorsReader(folder, tensor_names(family, pad_token_id or 0))
+
+
+HuggingFaceReader = open_huggingface_folder   # the former reader class of BERT-layout folders
 
 
 def convert_huggingface_folder(folder, out_dir, overwrite=False):
@@ -249,7 +266,7 @@ def convert_huggingface_folder(folder, out_dir, overwrite=False):
     from bert4long.outputs import OutputFolder
 
     config = read_huggingface_config(folder)
-    reader = HuggingFaceReader(folder)
+    reader = open_huggingface_folder(folder)
     output = OutputFolder(out_dir, "convert", inputs=[folder], overwrite=overwrite)
     google_config = to_google_config(config)
     with output as staging:
