@@ -1,16 +1,15 @@
-"""The checkpoint engine: a model's `variable_mapping()` table applied to a checkpoint, both ways.
+"""The checkpoint engine: a model's `variable_mapping()` table applied to a checkpoint, both ways, for every family.
 
 A mapping is ``{layer name: {weight path: checkpoint name or (name, transform)}}``
 (each model class writes its own). Loading and saving walk the same table by
 name, never by list order, and share the transforms (`to_layer` / `to_checkpoint`).
 
-Every checkpoint is read through one small interface: ``name in reader``,
-``reader.names()``, ``reader.shape(name)``, ``reader.get(name)`` (a numpy array)
-and ``reader.prefix`` (its path, for messages). Readers: `CheckpointReader`
-(Google, ALBERT, ELECTRA, NEZHA, RoFormer TF checkpoints),
-`bert4long.huggingface.HuggingFaceReader` (a BERT/RoBERTa safetensors file under
-Google names), `bert4long.hf_folder.SafetensorsFolder` (Longformer, BigBird) and
-ModernBERT's reader.
+Every checkpoint is read through one protocol, `bert4long.checkpoints.WeightReader`, with two
+implementations: `bert4long.checkpoints.CheckpointReader` (TensorFlow checkpoints: Google, ALBERT, ELECTRA,
+NEZHA, RoFormer) and `bert4long.safetensors_io.SafetensorsReader` (Hugging Face folders of every family, under
+the names its family's naming gives: `bert4long.huggingface.tensor_names`). One loader (`load_weights`: open,
+assign, check), one structure checker (`check_checkpoint_matches`, and `check_sizes_before_build` before a
+model is built) and one saver per format (`write_checkpoint`, `save_huggingface_folder`) serve every family.
 """
 import json
 import os
@@ -20,15 +19,25 @@ import warnings
 import keras
 import numpy as np
 
-from bert4long.checkpoints import CheckpointReader, MissingCheckpointVariableError, write_checkpoint
+from bert4long.checkpoints import (  # noqa: F401 -- OPTIONAL_PREFIXES: a bert4long.models name
+    OPTIONAL_PREFIXES,
+    CheckpointReader,
+    MissingCheckpointVariableError,
+    WeightReader,
+    write_checkpoint,
+)
 from bert4long.config_keys import CONFIG_KEYS, CONFIG_RENAMES, read_config, to_google_config
-from bert4long.huggingface import HuggingFaceReader, is_family_folder, is_huggingface_folder, read_huggingface_config
+from bert4long.huggingface import (
+    is_family_folder,
+    is_huggingface_folder,
+    open_huggingface_folder,
+    read_huggingface_config,
+    tensor_names,
+)
 from bert4long.outputs import write_text_atomically
 from bert4long.position_record import RECORD_KEY, position_record
+from bert4long.safetensors_io import SafetensorsReader, write_safetensors_folder
 
-# Unused checkpoint variables that are not an error: heads a model may leave out, ELECTRA's generator.
-OPTIONAL_PREFIXES = ("cls/", "bert/pooler/", "electra/pooler/", "discriminator_predictions/", "generator/",
-                     "generator_predictions/")
 LAYER_NAME = re.compile(r"^(?:bert|electra)/encoder/layer_(\d+)/")
 # Settings the weights' shapes may not reveal: {bert4long name in a stored config: builder attribute}
 STRUCTURE_KEYS = {"num_hidden_layers": "num_hidden_layers", "num_attention_heads": "num_attention_heads",
@@ -38,6 +47,8 @@ STRUCTURE_KEYS = {"num_hidden_layers": "num_hidden_layers", "num_attention_heads
 # The config key a checkpoint variable's first dimension comes from (for shape-mismatch messages).
 SIZE_KEYS = {"word_embeddings": "vocab_size", "position_embeddings": "max_position_embeddings",
              "token_type_embeddings": "type_vocab_size", "output_bias": "vocab_size"}
+# Heads by the layer names that hold them: (what a message calls it, the build option that adds it).
+HEAD_LAYERS = (("MLM-", "masked-LM head", "with_mlm"), ("Pooler", "pooler", "with_pool"), ("NSP", "NSP head", "with_nsp"))
 
 
 def to_layer(value, transform, keep_tokens=None):
@@ -91,13 +102,7 @@ def load_mapped_weights(builder, reader):
     `MissingCheckpointVariableError`, a shape mismatch ``ValueError`` naming the config key that differs."""
     for layer_name, path, variable, ckpt_name, transform in builder._mapped_weights():
         if ckpt_name not in reader:
-            source = f" (safetensors key {reader.source_name(ckpt_name)})" if hasattr(reader, "source_name") else ""
-            raise MissingCheckpointVariableError(ckpt_name,
-                f"Checkpoint {reader.prefix!r} has no variable {ckpt_name!r}{source}, needed by layer "
-                f"{layer_name!r} ({path}). Check that the checkpoint matches model={builder.model_name!r}"
-                + (", or build without with_pool/with_nsp/with_mlm if the checkpoint has no such head."
-                   if ckpt_name.startswith(("cls/", "bert/pooler")) else ".")
-            )
+            raise MissingCheckpointVariableError(ckpt_name, missing_message(builder, reader, layer_name, path, ckpt_name))
         value = to_layer(reader.get(ckpt_name), transform, builder.keep_tokens)
         expected = tuple(variable.shape)
         if value.shape != expected:
@@ -108,12 +113,25 @@ def load_mapped_weights(builder, reader):
                 if value.shape[:1] != expected[:1]:
                     key = SIZE_KEYS.get(ckpt_name.rsplit("/", 1)[-1], key)
                 raise ValueError(
-                    f"Shape mismatch: checkpoint variable {ckpt_name!r} has shape "
+                    f"Shape mismatch: checkpoint {reader.kind} {ckpt_name!r}{reader.source(ckpt_name)} has shape "
                     f"{tuple(reader.shape(ckpt_name))} but the configuration builds {expected} for layer "
                     f"{layer_name!r} weight {path!r}: the configuration's {key} differs from the checkpoint's. "
                     "Use the checkpoint's own bert_config.json, or fix that setting."
                 )
         variable.assign(value.astype(variable.dtype))
+
+
+def missing_message(builder, reader, layer_name, path, name):
+    """Why ``name``, needed by ``layer_name``'s ``path``, is not in ``reader``, and what to do."""
+    message = (f"Checkpoint {reader.prefix!r} has no {reader.kind} {name!r}{reader.source(name)}, needed by layer "
+               f"{layer_name!r} ({path}).")
+    head = next((head for head in HEAD_LAYERS if layer_name.startswith(head[0])), None)
+    if head is not None:
+        held = f" (architectures {list(reader.architectures)})" if reader.architectures else ""
+        return (f"{message} It holds no {head[1]}{held}: check that it matches model={builder.model_name!r}, or "
+                f"build without {head[2]}.")
+    return (f"{message} Check that the checkpoint matches model={builder.model_name!r} and that the configuration "
+            "describes it (num_hidden_layers, its *_bias flags, ...).")
 
 
 def check_sizes_before_build(builder, reader, config_path=None):
@@ -132,13 +150,12 @@ def check_sizes_before_build(builder, reader, config_path=None):
         for axis, ((key, size), their_size) in enumerate(zip(sizes, theirs)):
             if size == their_size or axis == 0 and transform == "keep_tokens" and builder.keep_tokens is not None:
                 continue
-            source = f" (safetensors key {reader.source_name(name)!r})" if hasattr(reader, "source_name") else ""
             raise ValueError(
-                f"Shape mismatch: checkpoint variable {name!r}{source} has shape {stored} but the configuration "
-                f"builds {tuple(s for _, s in sizes)} for layer {layer_name!r} weight {path!r}: the configuration's "
-                f"{key} differs from the checkpoint's ({size} in {config_path or 'the arguments'}, {their_size} in "
-                f"{reader.prefix!r}). Fix {key} to match the checkpoint, or use the config stored with it. Nothing "
-                "was built."
+                f"Shape mismatch: checkpoint {reader.kind} {name!r}{reader.source(name)} has shape {stored} but the "
+                f"configuration builds {tuple(s for _, s in sizes)} for layer {layer_name!r} weight {path!r}: the "
+                f"configuration's {key} differs from the checkpoint's ({size} in {config_path or 'the arguments'}, "
+                f"{their_size} in {reader.prefix!r}). Fix {key} to match the checkpoint, or use the config stored "
+                "with it. Nothing was built."
             )
 
 
@@ -147,8 +164,7 @@ def check_checkpoint_matches(builder, reader, partial_load=False):
     variables it would drop, structural settings that differ from the config stored beside the checkpoint.
     With ``partial_load`` warn instead."""
     used = {name for _, _, _, name, _ in builder._mapped_weights()}
-    unused = sorted(name for name in reader.names() if name not in used and "/" in name  # global_step & co.
-                    and not name.startswith(OPTIONAL_PREFIXES)
+    unused = sorted(name for name in reader.names() if name not in used and reader.trained(name)  # not heads
                     and not (builder.segment_vocab_size == 0 and name.endswith("/token_type_embeddings")))
     problems = []
     if unused:
@@ -156,7 +172,7 @@ def check_checkpoint_matches(builder, reader, partial_load=False):
         if layers and layers[-1] + 1 > builder.num_hidden_layers and not builder.shared_block:
             problems.append(f"the checkpoint has {layers[-1] + 1} layers, the configuration "
                             f"num_hidden_layers={builder.num_hidden_layers}")
-        problems.append(f"{len(unused)} trained variable(s) would be dropped by model={builder.model_name!r}: "
+        problems.append(f"{len(unused)} trained {reader.kind}(s) would be dropped by model={builder.model_name!r}: "
                         + ", ".join(unused[:4]) + (", ..." if len(unused) > 4 else ""))
     stored, stored_path = stored_config(reader)
     for key, ours in STRUCTURE_KEYS.items():
@@ -170,11 +186,9 @@ def check_checkpoint_matches(builder, reader, partial_load=False):
         return
     message = (f"The configuration does not match checkpoint {reader.prefix!r}: " + "; ".join(problems) + ". ")
     if partial_load:
-        warnings.warn(message + "Loading what matches (partial_load=True).", stacklevel=4)
+        warnings.warn(message + "Loading what matches; the rest is left out (partial_load=True).", stacklevel=4)
         return
-    raise ValueError(message + "Use the configuration stored with the checkpoint (its bert_config.json / "
-                     "config.json and the model family it was trained as), or pass partial_load=True to load "
-                     "only what matches.")
+    raise ValueError(message + reader.rebuild_advice + ", or pass partial_load=True to load only what matches.")
 
 
 def checkpoint_variables(builder):
@@ -196,9 +210,9 @@ def checkpoint_variables(builder):
 
 def stored_config(reader):
     """``(config in bert4long names, its path)`` stored beside the checkpoint ``reader`` reads; ``({}, None)`` if none."""
-    if isinstance(reader, HuggingFaceReader):
+    if isinstance(reader, SafetensorsReader):
         path = os.path.join(reader.prefix, "config.json")
-        return read_huggingface_config(path), path
+        return (read_huggingface_config(path), path) if os.path.isfile(path) else ({}, None)
     for name in ("bert_config.json", "albert_config.json", "config.json"):
         path = os.path.join(os.path.dirname(reader.prefix), name)
         if os.path.isfile(path):
@@ -212,8 +226,9 @@ def stored_config(reader):
     return {}, None
 
 
-def open_checkpoint(path):
-    """A name-keyed reader for a Google checkpoint (prefix or folder) or a Hugging Face folder.
+def open_checkpoint(path, family=None):
+    """The `WeightReader` of a Google checkpoint (prefix or folder) or a Hugging Face folder (named as
+    ``family``'s, else its ``config.json``'s family says); an open reader is returned as it is.
 
     Example:
     >>> import tempfile
@@ -223,9 +238,40 @@ def open_checkpoint(path):
     >>> open_checkpoint(prefix).shape("bert/embeddings/word_embeddings")
     (64, 16)
     """
+    if isinstance(path, WeightReader):
+        return path
+    if family is not None and family.reads_own_names:
+        return open_huggingface_folder(path, family)
     if is_huggingface_folder(path) and not os.path.isfile(os.path.join(path, "bert_model.ckpt.index")):
-        return HuggingFaceReader(path)
+        return open_huggingface_folder(path)
     return CheckpointReader(path)
+
+
+def load_weights(builder, checkpoint, partial_load=False):
+    """Load ``builder``'s weights from ``checkpoint`` (a path or an open `WeightReader`): open it through the
+    builder's format, assign every mapped weight (`load_mapped_weights`), then check that configuration and
+    checkpoint agree (`check_checkpoint_matches`; with ``partial_load`` a warning), and let layers derive
+    weights from the loaded ones (``after_weights_loaded``). The one loader of every family."""
+    reader = builder.open_checkpoint(checkpoint)
+    load_mapped_weights(builder, reader)
+    check_checkpoint_matches(builder, reader, partial_load)
+    for layer in builder.model.layers:  # layers that derive weights from loaded ones (attention kernels)
+        if hasattr(layer, "after_weights_loaded"):
+            layer.after_weights_loaded()
+
+
+def save_huggingface_folder(builder, folder, family):
+    """Write ``builder``'s weights as ``family``'s Hugging Face folder (``model.safetensors`` + ``config.json``,
+    the position extension it reads recorded): a ``*ForMaskedLM`` folder with an MLM head (the encoder under
+    the task prefix), else ``*Model``. The one safetensors saver of every family."""
+    naming = tensor_names(family, builder.pad_token_id or 0)
+    tensors = dict(naming.write(name, value, task_model=bool(builder.with_mlm))
+                   for name, value in checkpoint_variables(builder).items())
+    config = builder.to_huggingface_config(family)
+    record = position_record(builder.position_extension, builder.max_position)
+    if record is not None:
+        config = {**config, RECORD_KEY: record}
+    write_safetensors_folder(folder, tensors, config)
 
 
 def check_vocab_size(vocab_size, config_path=None, checkpoint_path=None, vocab_path="the vocabulary",
@@ -280,6 +326,8 @@ class CheckpointIO:
     True
     """
 
+    family = None   # a family read under its own tensor names sets its `bert4long.family.Family`
+
     def variable_mapping(self):
         """``{layer name: {weight path: checkpoint name or (name, transform)}}``."""
         raise NotImplementedError
@@ -310,14 +358,17 @@ class CheckpointIO:
         return mapped_weights(self.model, self.variable_mapping())
 
     def open_checkpoint(self, checkpoint_path):
-        """The name-keyed reader `load_weights_from_checkpoint` reads (see `open_checkpoint`)."""
-        return open_checkpoint(checkpoint_path)
+        """The `WeightReader` `load_weights_from_checkpoint` reads (see `open_checkpoint`; a reader is kept)."""
+        return open_checkpoint(checkpoint_path, self.family)
 
     def _to_layer(self, value, transform):
         return to_layer(value, transform, self.keep_tokens)
 
     def load_weights_from_checkpoint(self, checkpoint_path, partial_load=False):
-        """Load every mapped weight by its original checkpoint name, checking that config and checkpoint agree.
+        """Load every mapped weight by its checkpoint name, checking that config and checkpoint agree.
+
+        ``checkpoint_path``: a checkpoint (prefix or folder), a Hugging Face folder, or a reader already open
+        (`open_checkpoint`).
 
         Refused unless ``partial_load=True`` (then a warning lists what is left
         out): trained variables this model would drop (more layers than
@@ -328,24 +379,27 @@ class CheckpointIO:
         Face ``config.json``), which is the only way to see a wrong
         ``num_attention_heads``: the weights' shapes do not show it. A shape
         mismatch is always an error; a missing variable raises
-        `MissingCheckpointVariableError`. The engine is `bert4long.checkpoint_layout`.
+        `MissingCheckpointVariableError`. The engine is `bert4long.checkpoint_layout` (`load_weights`).
 
         Example:
         >>> from bert4long.models import build_transformer_model
         >>> bert = build_transformer_model("bert_config.json", return_keras_model=False)  # doctest: +SKIP
         >>> bert.load_weights_from_checkpoint("bert_model.ckpt")  # doctest: +SKIP
         """
-        reader = self.open_checkpoint(checkpoint_path)
-        load_mapped_weights(self, reader)
-        self.check_checkpoint_matches(reader, partial_load)
-        for layer in self.model.layers:  # layers that derive weights from loaded ones (attention kernels)
-            if hasattr(layer, "after_weights_loaded"):
-                layer.after_weights_loaded()
+        load_weights(self, checkpoint_path, partial_load)
 
     def check_checkpoint_matches(self, reader, partial_load=False):
         """Raise ``ValueError`` where ``reader``'s checkpoint and this configuration disagree (see
         `load_weights_from_checkpoint`); with ``partial_load`` warn instead."""
         check_checkpoint_matches(self, reader, partial_load)
+
+    def to_huggingface_config(self, family=None):
+        """The ``config.json`` of this model as ``family`` (default: its own) writes it: the family's key table
+        read backwards, and ``*ForMaskedLM`` or ``*Model``."""
+        family = family or self.family
+        config = family.to_huggingface(family.builder_settings(self))
+        config["architectures"] = [family.architecture + ("ForMaskedLM" if self.with_mlm else "Model")]
+        return config
 
     def google_config(self):
         """The Google ``bert_config.json`` keys that rebuild this model (every setting that changes its outputs),
@@ -379,11 +433,17 @@ class CheckpointIO:
         write_text_atomically(path, json.dumps(self.google_config(), indent=2))
 
     def save_weights_as_checkpoint(self, checkpoint_path, max_shard_bytes=None):
-        """Write the weights back in the original layout (hierarchical positions add no rows); ``max_shard_bytes``
-        splits the data file (`bert4long.checkpoints.write_checkpoint`).
+        """Write the weights back in the original layout (hierarchical positions add no rows): a TF checkpoint
+        (``max_shard_bytes`` splits the data file: `bert4long.checkpoints.write_checkpoint`), or for a family
+        read under its own tensor names a Hugging Face folder transformers loads (`save_huggingface_folder`).
 
         Example:
         >>> bert.save_weights_as_checkpoint("out/bert_model.ckpt")  # doctest: +SKIP
         """
-        variables = checkpoint_variables(self)
-        write_checkpoint(checkpoint_path, variables, max_shard_bytes)
+        if self.family is not None and self.family.reads_own_names:
+            if max_shard_bytes is not None:
+                raise ValueError(f"model={self.model_name!r} writes one model.safetensors: max_shard_bytes applies "
+                                 "to TensorFlow checkpoints only.")
+            save_huggingface_folder(self, checkpoint_path, self.family)
+            return
+        write_checkpoint(checkpoint_path, checkpoint_variables(self), max_shard_bytes)

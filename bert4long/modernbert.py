@@ -29,31 +29,25 @@ that ``ModernBertForMaskedLM`` and ``ModernBertForSequenceClassification`` add.
 Reference: Warner et al., Smarter, Better, Faster, Longer: A Modern Bidirectional
 Encoder (2024), https://arxiv.org/abs/2412.13663.
 """
-import json
-import os
-import warnings
-
 import keras
-import numpy as np
 
 from bert4long.attention import MultiHeadAttention
 from bert4long.attention.positions import RotateHalfPositions
-from bert4long.checkpoint_layout import to_checkpoint
-from bert4long.checkpoints import MissingCheckpointVariableError
 from bert4long.family import Family
+from bert4long.huggingface import open_huggingface_folder
 from bert4long.layers import Add, BiasAdd, Embedding, FeedForward, GatherPositions
 from bert4long.layers.activations import get_activation
 from bert4long.layers.dropout import Recompute, SeededDropout, name_seed
 from bert4long.models import Transformer
-from bert4long.outputs import atomic_write, write_text_atomically
+from bert4long.safetensors_io import WEIGHT_FILENAME  # noqa: F401 -- a bert4long.modernbert name
 
-WEIGHT_FILENAME = "model.safetensors"
 LAYER_TYPES = ("full_attention", "sliding_attention")
 # Its config.json has no BERT key table (rope_parameters, layer_types): `ModernBERT.from_huggingface_config` reads it.
 MODERNBERT_FAMILY = Family("modernbert", "bert4long.modernbert:ModernBERT", model_types=("modernbert",),
                            architecture="ModernBert", checkpoint="safetensors", task_prefixes=("model.",),
-                           head_prefixes=("head.", "decoder."), config_keys=None, position_extension=False,
-                           segment_ids=False, tokenizer="bpe")
+                           head_prefixes=("head.", "decoder."),
+                           encoder_prefixes=("embeddings.", "layers.", "final_norm."), config_keys=None,
+                           position_extension=False, segment_ids=False, tokenizer="bpe")
 
 
 @keras.saving.register_keras_serializable(package="bert4long")
@@ -309,72 +303,10 @@ class ModernBERT(Transformer):
         mapping["MLM-Bias"] = {"bias": ("decoder.bias", "keep_tokens")}
         return mapping
 
-    def open_checkpoint(self, checkpoint_path):
-        return ModernBertReader(checkpoint_path)
-
-    def load_weights_from_checkpoint(self, checkpoint_path, partial_load=False):
-        """Load every mapped weight from a Hugging Face ModernBERT folder, checking names and shapes.
-
-        Encoder weights this model has no place for are an error, or a warning
-        with ``partial_load=True``; a missing weight or a shape mismatch is always an error.
-        """
-        reader = ModernBertReader(checkpoint_path)
-        if self.with_mlm and not reader.has_masked_lm_head():
-            raise ValueError(
-                f"{reader.path!r} holds no masked-LM head (architectures {reader.architectures}; it needs "
-                "head.* and decoder.* weights, as ModernBertForMaskedLM saves): build without with_mlm."
-            )
-        used = set()
-        for layer_name, path, variable, name, transform in self._mapped_weights():
-            used.add(name)
-            if name not in reader:
-                raise MissingCheckpointVariableError(name,
-                    f"{reader.path!r} has no weight {name!r} (nor 'model.{name}'), needed by layer {layer_name!r} "
-                    f"({path}). Check that config.json describes this file (its *_bias flags, num_hidden_layers)."
-                )
-            value = self._to_layer(reader.get(name), transform)
-            if value.shape != tuple(variable.shape):
-                raise ValueError(
-                    f"Shape mismatch: {reader.key(name)!r} in {reader.path!r} has shape {value.shape} (as the layer "
-                    f"sees it) but layer {layer_name!r} weight {path!r} has shape {tuple(variable.shape)}. Check that "
-                    "the build options (keep_tokens, hidden_size, ...) match config.json."
-                )
-            variable.assign(value.astype(variable.dtype))
-        unused = sorted(name for name in reader.encoder_names() if name not in used)
-        if unused:
-            message = (f"{reader.path!r} has encoder weights this model has no place for: {unused[:5]}"
-                       f"{' ...' if len(unused) > 5 else ''}.")
-            if partial_load:
-                warnings.warn(message + " They are left out (partial_load=True).", stacklevel=2)
-            else:
-                raise ValueError(message + " Check that config.json describes this file (its *_bias flags, "
-                                 "num_hidden_layers), or pass partial_load=True to load the rest.")
-
-    def save_weights_as_checkpoint(self, checkpoint_path):
-        """Write a Hugging Face folder (``config.json`` + ``model.safetensors``) that transformers loads.
-
-        With ``with_mlm`` it is a ``ModernBertForMaskedLM`` folder (encoder names
-        prefixed with ``model.``), otherwise a ``ModernBertModel`` one.
-
-        Example:
-        >>> model = build_transformer_model(checkpoint_path="ModernBERT-base/", return_keras_model=False)  # doctest: +SKIP
-        >>> model.save_weights_as_checkpoint("ModernBERT-finetuned/")  # doctest: +SKIP
-        """
-        from safetensors.numpy import save_file
-
-        prefix = "model." if self.with_mlm else ""
-        tensors = {}
-        for _, _, variable, name, transform in self._mapped_weights():
-            value = keras.ops.convert_to_numpy(variable)
-            key = name if name.startswith(("head.", "decoder.")) else prefix + name
-            tensors[key] = np.ascontiguousarray(to_checkpoint(value, transform))
-        os.makedirs(checkpoint_path, exist_ok=True)
-        atomic_write(os.path.join(checkpoint_path, WEIGHT_FILENAME),
-                     lambda tmp: save_file(tensors, tmp, metadata={"format": "pt"}))
-        write_text_atomically(os.path.join(checkpoint_path, "config.json"), json.dumps(self.to_huggingface_config(), indent=2))
-
-    def to_huggingface_config(self):
-        """This model's ``config.json`` (the one it was read from, updated with its sizes and options)."""
+    def to_huggingface_config(self, family=None):
+        """This model's ``config.json`` (the one it was read from, updated with its sizes and options), what
+        `save_weights_as_checkpoint` writes beside ``model.safetensors`` (``ModernBertForMaskedLM`` with
+        ``with_mlm``, its encoder under ``model.``; else ``ModernBertModel``)."""
         config = dict(self.huggingface_config)
         config.update(
             model_type="modernbert",
@@ -394,8 +326,9 @@ class ModernBERT(Transformer):
         return config
 
 
-class ModernBertReader:
-    """A ModernBERT ``model.safetensors`` read with safetensors' numpy API, by name without ``model.``.
+def ModernBertReader(folder):  # noqa: N802 -- the former reader class's name
+    """A ModernBERT folder's ``model.safetensors`` by name without ``model.``: the one
+    `bert4long.safetensors_io.SafetensorsReader`, named as `MODERNBERT_FAMILY` says.
 
     Example:
     >>> from bert4long.modernbert import ModernBertReader
@@ -403,42 +336,4 @@ class ModernBertReader:
     >>> reader.get("layers.0.attn.Wqkv.weight").shape  # doctest: +SKIP
     (2304, 768)
     """
-
-    def __init__(self, folder):
-        from safetensors import safe_open
-
-        self.prefix = folder
-        self.path = os.path.join(folder, WEIGHT_FILENAME)
-        if not os.path.isfile(self.path):
-            found = ", ".join(sorted(os.listdir(folder))) if os.path.isdir(folder) else "not a folder"
-            raise FileNotFoundError(
-                f"No {WEIGHT_FILENAME} in {folder!r} (found: {found}). bert4long reads safetensors without PyTorch; "
-                "convert a pytorch_model.bin folder once with transformers: python -c \"from transformers import "
-                f"AutoModelForMaskedLM as M; M.from_pretrained('{folder}').save_pretrained('{folder}')\""
-            )
-        with open(os.path.join(folder, "config.json"), encoding="utf-8") as f:
-            self.architectures = json.load(f).get("architectures") or []
-        self._file = safe_open(self.path, framework="numpy")
-        keys = self._file.keys()
-        self._keys = {key.removeprefix("model."): key for key in keys}
-
-    def __contains__(self, name):
-        return name in self._keys
-
-    def key(self, name):
-        return self._keys[name]
-
-    def get(self, name):
-        return self._file.get_tensor(self._keys[name])
-
-    def shape(self, name):
-        return tuple(self._file.get_slice(self._keys[name]).get_shape())
-
-    def encoder_names(self):
-        """Names of the encoder's weights (not the task heads: ``head.``, ``decoder.``, ``classifier.``)."""
-        return [name for name in self._keys if not name.startswith(("head.", "decoder.", "classifier."))]
-
-    def has_masked_lm_head(self):
-        if self.architectures:
-            return any(a.endswith("ForMaskedLM") for a in self.architectures)
-        return "decoder.bias" in self or "decoder.weight" in self
+    return open_huggingface_folder(folder, MODERNBERT_FAMILY)
