@@ -129,30 +129,40 @@ def add_info_arguments(parser):
 
 
 def run_info(args):
+    from bert4long.checkpoint_layout import open_checkpoint
+    from bert4long.config_keys import read_config
+    from bert4long.huggingface import folder_family, read_huggingface_config
+    from bert4long.safetensors_io import SafetensorsReader
+
+    with open_checkpoint(args.checkpoint) as reader:   # the same reader, and choice of format, as model loading
+        if isinstance(reader, SafetensorsReader):
+            config_path = os.path.join(args.checkpoint, "config.json")
+            config = read_huggingface_config(config_path)
+        else:
+            config_path = args.config or os.path.join(os.path.dirname(reader.prefix), "bert_config.json")
+            config = read_config(config_path) if os.path.isfile(config_path) else {}
+        print("config:")
+        for key, value in sorted(config.items()):
+            print(f"  {key}: {value}")
+        reader.check()   # every variable read once: a damaged data file is named here
+        listed = {reader.listed_name(name): name for name in reader.names()}
+        print(f"variables ({len(listed)}):")
+        for key in sorted(listed):
+            print(f"  {key} {list(reader.shape(listed[key]))}")
+        family = folder_family(args.checkpoint) if isinstance(reader, SafetensorsReader) else None
+        if family is not None and family.reads_own_names:   # its own tensor names, task prefix and head names
+            _print_family_lines(reader, config, family)
+            print(_tokenizer_line(args))
+            return
+        _print_google_lines(args, reader, config, config_path)
+
+
+def _print_google_lines(args, reader, config, config_path):
+    """Lengths, heads, tokenizer and attention fit of a checkpoint read under Google names."""
     import numpy as np
 
-    from bert4long.checkpoint_layout import open_checkpoint
     from bert4long.config_keys import read_config, trained_positions
-    from bert4long.huggingface import HuggingFaceReader, is_family_folder, read_huggingface_config
 
-    if is_family_folder(args.checkpoint):
-        _print_family_info(args.checkpoint)
-        print(_tokenizer_line(args))
-        return
-    reader = open_checkpoint(args.checkpoint)  # the same choice of format as model loading
-    if isinstance(reader, HuggingFaceReader):
-        config_path = os.path.join(args.checkpoint, "config.json")
-        config = read_huggingface_config(config_path)
-    else:
-        config_path = args.config or os.path.join(os.path.dirname(reader.prefix), "bert_config.json")
-        config = read_config(config_path) if os.path.isfile(config_path) else {}
-    print("config:")
-    for key, value in sorted(config.items()):
-        print(f"  {key}: {value}")
-    reader.check()   # every variable read once: a damaged data file is named here
-    print(f"variables ({len(reader.names())}):")
-    for name in reader.names():
-        print(f"  {name} {list(reader.shape(name))}")
     n = trained_positions(config)
     if n:
         print(_lengths_line(n, read_config(config_path) if os.path.isfile(config_path) else {}, config_path))
@@ -195,37 +205,21 @@ def _tokenizer_line(args):
         return f"tokenizer: none usable ({error})"
 
 
-def _print_family_info(folder):
-    """Config, tensors, lengths and heads of a Longformer / BigBird / ModernBERT folder (safetensors names)."""
-    from safetensors import safe_open
-
+def _print_family_lines(reader, config, family):
+    """Lengths and heads of a Longformer / BigBird / ModernBERT folder (``reader``'s names: its own, less the
+    task prefix)."""
     from bert4long.config_keys import read_config
-    from bert4long.huggingface import WEIGHT_FILENAME, folder_family, read_huggingface_config
     from bert4long.position_record import recorded_extension
 
-    config = read_huggingface_config(folder)
-    print("config:")
-    for key, value in sorted(config.items()):
-        print(f"  {key}: {value}")
-    path = os.path.join(folder, WEIGHT_FILENAME)
-    if not os.path.isfile(path):
-        raise FileNotFoundError(f"no {WEIGHT_FILENAME} in {folder!r}: bert4long reads safetensors (save the model "
-                                "with transformers' save_pretrained)")
-    with safe_open(path, framework="numpy") as weights:
-        shapes = {name: weights.get_slice(name).get_shape() for name in weights.keys()}  # noqa: SIM118
-    print(f"variables ({len(shapes)}):")
-    for name in sorted(shapes):
-        print(f"  {name} {list(shapes[name])}")
     n = config.get("max_position")
-    raw_path = os.path.join(folder, "config.json")
+    raw_path = os.path.join(reader.prefix, "config.json")
     raw = read_config(raw_path)
     if n and recorded_extension(raw, raw_path) is not None:   # (BigBird: bert4long wrote it with extended positions)
         print(_lengths_line(n, raw, raw_path))
     elif n:
         print(f"lengths: up to {n} tokens as trained ({config['model']}); longer: split into chunks (finetune "
               "--pooling chunks)")
-    family = folder_family(folder)   # its task prefix and head names
-    bare = [next((name.removeprefix(p) for p in family.task_prefixes if name.startswith(p)), name) for name in shapes]
+    bare = reader.names()
     nsp = "cls.seq_relationship."   # BERT's NSP head, inside BigBird's "cls." head names
     present = {"MLM": any(n.startswith(family.head_prefixes) and not n.startswith(nsp) for n in bare),
                "NSP": any(n.startswith(nsp) for n in bare), "pooler": any(n.startswith("pooler.") for n in bare),
