@@ -95,10 +95,11 @@ class WeightReader:
     """The reader protocol: the arrays of one checkpoint by the names a model's `variable_mapping()` uses.
 
     ``name in reader``, ``reader.names()``, ``reader.shape(name)`` (from the file's header),
-    ``reader.get(name)`` (a numpy array as the mapping expects it), ``reader.source(name)`` (where the name is
-    stored, for messages), ``reader.trained(name)`` (a weight a model must use or lose, not a head),
-    ``reader.check()`` (read everything once), ``reader.prefix`` (its path) and ``reader.architectures``
-    (what its config says it holds); it is a context manager (`close`).
+    ``reader.get(name)`` (a numpy array as the mapping expects it), ``reader.source_name(name)`` (the name
+    the file stores it under; ``reader.source(name)`` says so in a message), ``reader.trained(name)`` (a
+    weight a model must use or lose, not a head), ``reader.check()`` (read everything once),
+    ``reader.prefix`` (its path) and ``reader.architectures`` (what its config says it holds); it is a
+    context manager (`close`).
 
     Example:
     >>> import numpy as np, tempfile, os
@@ -111,6 +112,7 @@ class WeightReader:
     """
 
     kind = "variable"   # what a message calls one stored array
+    key_label = "stored as"   # ... and the name it is stored under
     architectures = ()
     # What a message advises when the configuration does not describe the checkpoint.
     rebuild_advice = ("Use the configuration stored with the checkpoint (its bert_config.json / config.json and the "
@@ -128,9 +130,14 @@ class WeightReader:
     def get(self, name):
         raise NotImplementedError
 
+    def source_name(self, name):
+        """The name the file stores ``name`` under (a TF checkpoint: the same)."""
+        return name
+
     def source(self, name):
         """Where ``name`` is stored, for messages (``""``: under that name)."""
-        return ""
+        key = self.source_name(name)
+        return "" if key == name else f" ({self.key_label} {key!r})"
 
     def listed_name(self, name):
         """The name a listing (`bert4long info`) shows for ``name``: as the file stores it."""

@@ -73,6 +73,7 @@ class SafetensorsReader(WeightReader):
     """
 
     kind = "weight"
+    key_label = "safetensors key"
     rebuild_advice = "Build from the folder alone (its config.json)"
 
     def __init__(self, folder, naming):
@@ -108,17 +109,13 @@ class SafetensorsReader(WeightReader):
     def names(self):
         return sorted(self._sources)
 
-    def source(self, name):
-        key = self._sources[name][0] if name in self._sources else name
-        return "" if key == name else f" (safetensors key {key!r})"
-
     def source_name(self, name):
-        """The safetensors key ``name`` is read from."""
-        return self._sources[name][0] if name in self._sources else "(no matching safetensors key)"
+        """The safetensors key ``name`` is read from (a name it does not hold: itself)."""
+        return self._sources[name][0] if name in self._sources else name
 
     def listed_name(self, name):
         """``name`` as the file stores it (own names: the key), or the name read (Google names)."""
-        return self._sources[name][0] if self.naming.lists_keys else name
+        return self.source_name(name) if self.naming.lists_keys else name
 
     def trained(self, name):
         return self.naming.trained(name)
