@@ -97,3 +97,22 @@ def test_round_trip_keeps_the_option_and_the_outputs(tmp_path):
     loaded = keras.saving.load_model(tmp_path / "model.keras")
     assert loaded.get_layer("mha").get_config()["global_projections"] == "trained"
     np.testing.assert_array_equal(loaded.predict(inputs(), verbose=0), expected)
+
+
+@pytest.mark.parametrize("marked", [[], [5], [0, 3, 11], [1, 2, 4, 6, 9]])
+def test_the_slots_the_layer_gathers_at_are_the_ones_the_kernel_fills(marked):
+    """The layer asks for the slots at the unpadded length, the kernel at its padded length: the same slots."""
+    from bert4long.attention import SlidingWindowAttention
+
+    kernel = SlidingWindowAttention(window=8, global_tokens=[2], max_global_tokens=4)
+    mask = np.ones((1, LENGTH), "int32")
+    mask[0, marked] = 2
+    mask = keras.ops.convert_to_tensor(mask)
+    positions, valid = (np.asarray(t) for t in kernel.global_slots(mask, LENGTH))
+    for padded in (16, 20, 64):
+        again = kernel.global_slots(mask, padded)
+        np.testing.assert_array_equal(np.asarray(again[0]), positions)
+        np.testing.assert_array_equal(np.asarray(again[1]), valid)
+    chosen = sorted({2, *marked})[:4]
+    assert positions[0, :len(chosen)].tolist() == chosen and valid[0].tolist() == [True] * len(chosen) + [False] * (
+        4 - len(chosen))

@@ -219,11 +219,9 @@ class MultiHeadAttention(keras.layers.Layer):
     def _global_qkv(self, x, key_mask):
         """The global queries at the kernel's global slots and the global keys and values of every token."""
         positions, _ = self.attention_kernel.global_slots(ops.convert_to_tensor(key_mask), ops.shape(x)[1])
-        shape = ops.shape(x)
-        q = self.query_global(gather_positions(x, positions))
-        q = ops.reshape(q, (shape[0], ops.shape(q)[1], self.heads, self.key_size))
-        return q, self._split_heads(self.key_global(x), self.key_size), self._split_heads(self.value_global(x),
-                                                                                         self.head_size)
+        q = self._split_heads(self.query_global(gather_positions(x, positions)), self.key_size)
+        k = self._split_heads(self.key_global(x), self.key_size)
+        return q, k, self._split_heads(self.value_global(x), self.head_size)
 
     def _split_heads(self, x, size):
         shape = ops.shape(x)

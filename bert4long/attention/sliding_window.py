@@ -128,7 +128,10 @@ class SlidingWindowAttention(AttentionKernel):
         With a bool ``key_mask`` the slots are ``global_tokens``. With an int mask
         (0 pad / 1 local / 2 global) they are the first ``max(max_global_tokens,
         len(global_tokens))`` positions, in order, that are marked 2 or listed in
-        ``global_tokens``, gathered with `top_k` (no branch on values).
+        ``global_tokens``, gathered with `top_k` (no branch on values). Unused slots
+        hold the lowest unmarked positions, so any ``padded_length`` at least the
+        sequence length gives the same slots (`MultiHeadAttention` gathers the global
+        queries at them before the kernel pads).
         """
         length = ops.shape(key_mask)[1]
         fixed = ops.convert_to_tensor(self.global_tokens, "int32")
