@@ -158,14 +158,15 @@ class Longformer(HuggingFaceFamily, BERT):
             attention_dropout=self.attention_dropout_rate,
             attention="longformer",
             attention_config={"window": self.layer_windows[name], "max_global_tokens": self.max_global_tokens},
+            global_projections="trained",
             kernel_initializer=self.initializer,
             name=name,
         )
 
     def attention_weights(self, index):
-        return (("kernel.query_global", "attention.self.query_global"),
-                ("kernel.key_global", "attention.self.key_global"),
-                ("kernel.value_global", "attention.self.value_global"))
+        return (("query_global", "attention.self.query_global"),
+                ("key_global", "attention.self.key_global"),
+                ("value_global", "attention.self.value_global"))
 
     def variable_mapping(self):
         mapping = self.encoder_mapping()

@@ -19,6 +19,7 @@ from bert4long.attention import (
     SlidingWindowAttention,
     get_attention_kernel,
 )
+from bert4long.attention.blocks import gather_positions
 from bert4long.models import build_transformer_model
 
 BATCH, LENGTH, HEADS, DIM, HIDDEN = 2, 45, 2, 8, 16
@@ -133,19 +134,23 @@ def test_chunked_dropout_gradient_uses_the_forward_masks():
 
 
 def projected_inputs(kernel, length=LENGTH, seed=0):
-    """Hidden states, Q/K/V from local projections, the projection function; the kernel's globals copy them."""
+    """Hidden states, Q/K/V from local projections, the projection function; the global ones are the same."""
     rng = np.random.default_rng(seed)
     hidden = rng.standard_normal((BATCH, length, HIDDEN)).astype("float32")
     denses = [keras.layers.Dense(HEADS * DIM) for _ in range(3)]
     for dense in denses:
         dense.build((None, HIDDEN))
-    kernel.build_kernel(HEADS, DIM, HIDDEN)
-    kernel.init_from_projections(*denses)
 
     def project(hidden):
         return [np.reshape(dense(hidden), (BATCH, length, HEADS, DIM)) for dense in denses]
 
     return (hidden, *project(hidden), project)
+
+
+def with_globals(kernel, q, k, v, mask):
+    """``global_qkv`` of the kernel's global slots when the global projections equal the local ones."""
+    positions, _ = kernel.global_slots(keras.ops.convert_to_tensor(mask), q.shape[1])
+    return gather_positions(q, positions), k, v
 
 
 def longformer_pattern(length, one_side, dilation, global_tokens):
@@ -161,7 +166,7 @@ def test_sliding_window_equals_reference_on_its_pattern(causal, window, dilation
     kernel = SlidingWindowAttention(window=window, dilation=dilation, global_tokens=global_tokens, causal=causal)
     hidden, q, k, v, _ = projected_inputs(kernel)
     mask = padding_mask()
-    out = kernel(q, k, v, mask, hidden=hidden)
+    out = kernel(q, k, v, mask, global_qkv=with_globals(kernel, q, k, v, mask))
     pattern = longformer_pattern(LENGTH, window // 2, dilation, global_tokens)
     assert_real_rows_close(out, reference(q, k, v, allowed_by(mask, causal, pattern)), mask)
 
@@ -170,12 +175,13 @@ def test_sliding_window_locality_and_global_token():
     kernel = SlidingWindowAttention(window=6, global_tokens=[0])
     hidden, q, k, v, project = projected_inputs(kernel)
     mask = np.ones((BATCH, LENGTH), bool)
-    base = np.asarray(kernel(q, k, v, mask, hidden=hidden))
+    base = np.asarray(kernel(q, k, v, mask, global_qkv=with_globals(kernel, q, k, v, mask)))
 
     def changed_rows(position):
         moved = hidden.copy()
         moved[:, position] += 3.0
-        out = np.asarray(kernel(*project(moved), mask, hidden=moved))
+        moved_qkv = project(moved)
+        out = np.asarray(kernel(*moved_qkv, mask, global_qkv=with_globals(kernel, *moved_qkv, mask)))
         return np.abs(out - base).max(axis=(0, 2, 3)) > 0
 
     changed = changed_rows(30)  # token 30 is more than 3 away from tokens <= 26 and >= 34
@@ -188,9 +194,10 @@ def test_sliding_window_locality_and_global_token():
 def test_sliding_window_global_projections_are_separate_weights():
     kernel = SlidingWindowAttention(window=6, global_tokens=[0])
     hidden, q, k, v, _ = projected_inputs(kernel)
-    before = np.asarray(kernel(q, k, v, np.ones((BATCH, LENGTH), bool), hidden=hidden))
-    kernel.global_projections[0].kernel.assign(np.zeros((HIDDEN, HEADS * DIM)))
-    after = np.asarray(kernel(q, k, v, np.ones((BATCH, LENGTH), bool), hidden=hidden))
+    mask = np.ones((BATCH, LENGTH), bool)
+    before = np.asarray(kernel(q, k, v, mask, global_qkv=with_globals(kernel, q, k, v, mask)))
+    global_q, global_k, global_v = with_globals(kernel, q, k, v, mask)
+    after = np.asarray(kernel(q, k, v, mask, global_qkv=(np.zeros_like(global_q), global_k, global_v)))
     np.testing.assert_array_equal(before[:, 1:], after[:, 1:])
     assert not np.allclose(before[:, 0], after[:, 0])
 

@@ -13,6 +13,7 @@ import pytest
 import tensorflow as tf
 
 from bert4long.attention import SlidingWindowAttention
+from bert4long.attention.blocks import gather_positions
 from bert4long.models import build_transformer_model
 
 BATCH, LENGTH, HEADS, DIM, HIDDEN = 2, 30, 2, 4, 8
@@ -50,13 +51,12 @@ def kernel_and_projections(seed=0, **config):
     denses = [keras.layers.Dense(HEADS * DIM, name=name) for name in ("q", "k", "v")]
     for dense in denses:
         dense.build((None, HIDDEN))
-    kernel.build_kernel(HEADS, DIM, HIDDEN)
-    kernel.init_from_projections(*denses)
     hidden = np.random.default_rng(seed).standard_normal((BATCH, LENGTH, HIDDEN)).astype("float32")
 
     def run(hidden, mask):
         q, k, v = (np.reshape(dense(hidden), (BATCH, LENGTH, HEADS, DIM)) for dense in denses)
-        return q, k, v, np.asarray(kernel(q, k, v, mask, hidden=hidden))
+        positions, _ = kernel.global_slots(keras.ops.convert_to_tensor(mask), LENGTH)  # global q/k/v = local ones
+        return q, k, v, np.asarray(kernel(q, k, v, mask, global_qkv=(gather_positions(q, positions), k, v)))
 
     return hidden, run
 
@@ -183,7 +183,7 @@ def test_model_with_global_mask_trains_under_xla_and_round_trips(config_path, tm
 
     loss, grads = train_step(*inputs)
     assert np.isfinite(float(loss)) and all(np.isfinite(tf.convert_to_tensor(g)).all() for g in grads)
-    key_global = model.get_layer("Transformer-0-MultiHeadSelfAttention").attention_kernel.global_projections[1].kernel
+    key_global = model.get_layer("Transformer-0-MultiHeadSelfAttention").key_global.kernel
     assert np.abs(np.asarray(grads[[id(v) for v in model.trainable_variables].index(id(key_global))])).max() > 0
     expected = np.asarray(model(inputs))
     model.save(tmp_path / "model.keras")

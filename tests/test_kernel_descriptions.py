@@ -11,12 +11,21 @@ from bert4long.attention import (
     registered_kernels,
 )
 from bert4long.attention.base import _KERNELS
-from bert4long.kernel_names import BUILT_IN_KERNELS, DEFAULT_KERNEL
+from bert4long.kernel_names import BUILT_IN_KERNELS, DEFAULT_KERNEL, KERNEL_CLASSES
 
 
 def test_the_help_names_are_the_registry():
     built_in = {name: cls for name, cls in registered_kernels().items() if cls.__module__.startswith("bert4long.")}
     assert set(built_in) == set(BUILT_IN_KERNELS) and DEFAULT_KERNEL in built_in
+
+
+def test_the_registry_loads_each_built_in_kernel_from_its_one_line():
+    assert list(registered_kernels())[:len(BUILT_IN_KERNELS)] == list(BUILT_IN_KERNELS)
+    for name, location in KERNEL_CLASSES.items():
+        cls = registered_kernels()[name]
+        assert f"{cls.__module__}:{cls.__qualname__}" == location and cls.kernel_name == name
+    with pytest.raises(ValueError, match="give it a name"):
+        register_attention_kernel()(type("Unlisted", (AttentionKernel,), {}))
 
 
 @pytest.mark.parametrize("name", BUILT_IN_KERNELS)

@@ -109,6 +109,14 @@ def test_token_targets_and_windows_are_cut_like_the_ids():
     assert sorted_batches(shapes, 2)[0].tolist() == [1, 0]           # longest first
 
 
+def test_the_pipelines_default_buckets_are_the_powers_of_two_from_16():
+    from bert4long.data import default_bucket_lengths
+    assert default_bucket_lengths(100) == [16, 32, 64, 100]                      # listed by hand
+    assert default_bucket_lengths(4096) == [16, 32, 64, 128, 256, 512, 1024, 2048, 4096]   # all: no count
+    assert default_bucket_lengths(16) == [16] and default_bucket_lengths(10) == [10]
+    assert default_bucket_lengths(50, smallest=5) == [5, 10, 20, 40, 50]
+
+
 def test_bucket_lengths_follow_the_kernels_length_rules():
     assert bucket_lengths(1536) == [128, 192, 256, 384, 512, 768, 1024, 1536]
     assert bucket_lengths(16) == [2, 3, 4, 6, 8, 12, 16] and bucket_lengths(16, count=3) == [8, 12, 16]

@@ -101,7 +101,7 @@ def test_gradients_equal_transformers(folders):
                 layers[1].attention.self.query_global.weight.grad.numpy().T]
     model = build_transformer_model(checkpoint_path=folder, with_mlm="linear", attention_mask_input=True)
     variables = [model.get_layer("Transformer-0-MultiHeadSelfAttention").q_dense.kernel,
-                 model.get_layer("Transformer-1-MultiHeadSelfAttention").attention_kernel.query_global.kernel]
+                 model.get_layer("Transformer-1-MultiHeadSelfAttention").query_global.kernel]
     with tf.GradientTape() as tape:
         loss = tf.reduce_sum(model([ids, np.zeros_like(ids), mask * (global_mask + 1)]) * weights)
     for grad, reference_grad in zip(tape.gradient(loss, variables), expected):

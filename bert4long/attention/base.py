@@ -21,6 +21,7 @@ entries at `MASKED_SCORE`), and drops them with its `SeededDropout`
 masks and drops the same way. (``chunked`` normalises online, block by block,
 and shares the masking step, `mask_scores`.)
 """
+import importlib
 import inspect
 import math
 from typing import NamedTuple
@@ -29,6 +30,7 @@ import keras
 import tensorflow as tf
 from keras import ops
 
+from bert4long.kernel_names import BUILT_IN_KERNELS, KERNEL_CLASSES, built_in_name
 from bert4long.ops.dropout import SeededDropout, recompute
 
 MASKED_SCORE = -1e12  # bert4keras's -K.infinity(): exp() underflows to exactly 0.
@@ -93,26 +95,51 @@ def masked_softmax(scores, keep, dropout=None, training=None, bias=None, logsume
     return (probs, row_logsumexp) if logsumexp else probs
 
 
-def register_attention_kernel(name):
-    """Class decorator: make a kernel available as ``attention=name``."""
+def register_attention_kernel(name=None):
+    """Class decorator: make a kernel available as ``attention=name``.
+
+    Without a name the class is a built-in kernel, named by its line in `bert4long.kernel_names` (the one list
+    of built-in names). A kernel of your own gives its name:
+
+    >>> from bert4long.attention import FullAttention, register_attention_kernel, registered_kernels
+    >>> @register_attention_kernel("my_full")
+    ... class MyFull(FullAttention):
+    ...     'Full attention under another name.'
+    >>> registered_kernels()["my_full"].kernel_name
+    'my_full'
+    >>> _ = _KERNELS.pop("my_full")
+    """
 
     def decorator(cls):
-        _KERNELS[name] = cls
-        cls.kernel_name = name
+        kernel_name = name or built_in_name(f"{cls.__module__}:{cls.__qualname__}")
+        if kernel_name is None:
+            raise ValueError(f"{cls.__qualname__} is not a built-in kernel of bert4long.kernel_names: give it a name, "
+                             "@register_attention_kernel('my_kernel').")
+        _KERNELS[kernel_name] = cls
+        cls.kernel_name = kernel_name
         return keras.saving.register_keras_serializable(package="bert4long")(cls)
 
     return decorator
 
 
+def _built_in_kernel(name):
+    """Import the built-in kernel ``name`` from its `bert4long.kernel_names` location (its class registers it)."""
+    if name not in _KERNELS and name in KERNEL_CLASSES:
+        importlib.import_module(KERNEL_CLASSES[name].split(":")[0])
+    return _KERNELS.get(name)
+
+
 def registered_kernels():
-    """``{name: kernel class}`` of every registered kernel, in registration order.
+    """``{name: kernel class}`` of every registered kernel: the built-in ones in `bert4long.kernel_names` order,
+    then the ones registered with a name of their own.
 
     Example:
     >>> from bert4long.attention import registered_kernels
     >>> "full" in registered_kernels()
     True
     """
-    return dict(_KERNELS)
+    built_in = {name: _built_in_kernel(name) for name in BUILT_IN_KERNELS}
+    return {**built_in, **_KERNELS}
 
 
 def get_attention_kernel(attention, **config):
@@ -124,9 +151,9 @@ def get_attention_kernel(attention, **config):
     """
     if isinstance(attention, AttentionKernel):
         return attention
-    if attention not in _KERNELS:
+    if _built_in_kernel(attention) is None:
         raise ValueError(
-            f"Unknown attention {attention!r}. Choose one of {sorted(_KERNELS)} "
+            f"Unknown attention {attention!r}. Choose one of {sorted(registered_kernels())} "
             "(build_transformer_model(..., attention=NAME, attention_config={...}))."
         )
     return _KERNELS[attention](**config)
@@ -171,6 +198,13 @@ class AttentionKernel(keras.layers.Layer):
     create weights in `build_kernel(num_heads, head_dim, hidden_dim)` and may set
     `supports_bias = False` when a dense ``[L, L]`` bias cannot be applied.
 
+    A kernel that gives some tokens full attention with their own projections
+    (Longformer's global tokens) says so with `default_global_projections` and
+    implements `global_slots(key_mask, length)`; `MultiHeadAttention` then builds
+    and owns the global projections and passes ``global_qkv=(queries, keys,
+    values)`` to `attend`: the global queries of the tokens at those slots
+    ``[batch, slots, heads, head_dim]``, the global keys and values of every token.
+
     In eager mode (a plain `tf.GradientTape`, ``fit(run_eagerly=True)``) `attend`
     runs under `bert4long.ops.dropout.recompute`: a `GradientTape` keeps the
     inputs of every recorded operation, several ``[heads, L, window]`` tensors per
@@ -188,6 +222,9 @@ class AttentionKernel(keras.layers.Layer):
 
     # Options whose value may not exceed the sequence length (`check_length` checks the ones given).
     options_within_length = ()
+    # How `MultiHeadAttention` builds global projections for this kernel: None (no global tokens), 'from_local'
+    # (copied from the local query/key/value after checkpoint loading) or 'trained' (checkpoint weights).
+    default_global_projections = None
 
     @property
     def length_multiple(self):
@@ -268,28 +305,31 @@ class AttentionKernel(keras.layers.Layer):
         """
 
     def init_from_projections(self, q_dense, k_dense, v_dense):
-        """Called after checkpoint weights are loaded (e.g. to copy local into global projections)."""
+        """Called after checkpoint weights are loaded with the layer's local projections (none by default)."""
 
     def dropout_probs(self, probs, training=None):
         """Drop ``probs`` with the kernel's `SeededDropout` (`masked_softmax` does it when given ``probs_dropout``)."""
         return self.probs_dropout(probs, training=training)
 
-    def call(self, q, k, v, key_mask, bias=None, hidden=None, training=None):
+    def call(self, q, k, v, key_mask, bias=None, hidden=None, training=None, global_qkv=None):
         if bias is not None and not self.supports_bias:
             raise ValueError(
                 f"attention={self.kernel_name!r} cannot apply a dense attention bias "
                 "(application='unilm' or relative-position models); use attention='full' "
                 "or attention='chunked'."
             )
+        extra = {} if global_qkv is None else {"global_qkv": tuple(global_qkv)}
         if not (self.recompute_eagerly and tf.executing_eagerly()):
-            return self.attend(q, k, v, key_mask=key_mask, bias=bias, hidden=hidden, training=training)
-        tensors = [t for t in (q, k, v, bias, hidden) if t is not None]
-        present = [t is not None for t in (bias, hidden)]
+            return self.attend(q, k, v, key_mask=key_mask, bias=bias, hidden=hidden, training=training, **extra)
+        optional_tensors = (bias, hidden, *extra.get("global_qkv", ()))
+        tensors = [t for t in (q, k, v, *optional_tensors) if t is not None]
+        present = [t is not None for t in optional_tensors]
 
         def attend(q, k, v, *optional):
             optional = iter(optional)
-            bias, hidden = (next(optional) if given else None for given in present)
-            return self.attend(q, k, v, key_mask=key_mask, bias=bias, hidden=hidden, training=training)
+            bias, hidden, *global_qkv = (next(optional) if given else None for given in present)
+            more = {"global_qkv": tuple(global_qkv)} if extra else {}
+            return self.attend(q, k, v, key_mask=key_mask, bias=bias, hidden=hidden, training=training, **more)
 
         return recompute(self, attend, tensors)
 
@@ -341,7 +381,7 @@ def causal_keep(q_positions, k_positions):
     return ops.less_equal(ops.expand_dims(k_positions, 0), ops.expand_dims(q_positions, 1))
 
 
-@register_attention_kernel("full")
+@register_attention_kernel()
 class FullAttention(AttentionKernel):
     """Exact softmax attention materialising the ``[heads, L, L]`` score matrix.
 

@@ -33,7 +33,7 @@ def random_blocks(seed, num_blocks, num_random, num_global, half_window):
     return ops.take(order, ops.arange(num_random) % num_blocks, axis=1)  # repeats when too few blocks
 
 
-@register_attention_kernel("bigbird")
+@register_attention_kernel()
 class BigBirdAttention(AttentionKernel):
     """BigBird-ITC block-sparse attention (memory ``O(length * block_size * blocks per row)``).
 

@@ -15,7 +15,7 @@ def masked_softmax_attention(q, k, v, keep):
     return ops.einsum("...qk,...kd->...qd", ops.cast(probs, v.dtype), v)
 
 
-@register_attention_kernel("block_sparse")
+@register_attention_kernel()
 class BlockSparseAttention(AttentionKernel):
     """BigBird-ITC block-sparse attention with the reference's exact pattern and rules.
 

@@ -93,3 +93,10 @@ def block_attention(kernel, q, k, v, keep, training=None):
 def seeded_normal(seed, shape):
     """Float32 standard-normal array, a pure function of ``(seed, shape)``."""
     return np.random.default_rng(seed).standard_normal(shape).astype("float32")
+
+
+def gather_positions(x, positions):
+    """``x [batch, length, ...]`` at ``positions [batch, n]`` (clipped into range) -> ``[batch, n, ...]``."""
+    positions = ops.minimum(positions, ops.shape(x)[1] - 1)
+    positions = ops.reshape(positions, (*ops.shape(positions), *([1] * (len(x.shape) - 2))))
+    return ops.take_along_axis(x, ops.broadcast_to(positions, (*ops.shape(positions)[:2], *ops.shape(x)[2:])), axis=1)

@@ -9,7 +9,7 @@ from bert4long.attention.base import AttentionKernel, mask_scores, register_atte
 from bert4long.attention.blocks import check_positive_int, pad_to_multiple, to_blocks
 
 
-@register_attention_kernel("chunked")
+@register_attention_kernel()
 class ChunkedAttention(AttentionKernel):
     """Exact softmax attention whose memory grows linearly with the length.
 

@@ -7,7 +7,7 @@ from bert4long.attention.base import register_attention_kernel
 from bert4long.attention.sliding_window import SlidingWindowAttention
 
 
-@register_attention_kernel("longformer")
+@register_attention_kernel()
 class LongformerAttention(SlidingWindowAttention):
     """`SlidingWindowAttention` with the reference Longformer's conventions.
 
@@ -18,8 +18,9 @@ class LongformerAttention(SlidingWindowAttention):
     computes. Three things differ from that kernel, all to equal the reference:
 
     * the global projections ``query_global`` / ``key_global`` /
-      ``value_global`` are checkpoint weights, so they are not copied from the
-      local ones after loading (`init_from_projections` does nothing);
+      ``value_global`` of the `MultiHeadAttention` are checkpoint weights, so
+      they are not copied from the local ones after loading
+      (`default_global_projections` is ``'trained'``);
     * the rows of padding queries (``key_mask == 0``) are zero, as the
       reference zeroes their attention probabilities;
     * the only global tokens are the ones the mask marks 2 (no fixed
@@ -36,10 +37,10 @@ class LongformerAttention(SlidingWindowAttention):
     >>> import numpy as np
     >>> from bert4long.attention.longformer import LongformerAttention
     >>> kernel = LongformerAttention(window=4, max_global_tokens=2)
-    >>> kernel.build_kernel(num_heads=2, head_dim=4, hidden_dim=8)
     >>> q = np.random.rand(1, 10, 2, 4).astype("float32")
     >>> mask = np.array([[2] + [1] * 7 + [0, 0]], "int32")  # token 0 global, two padding tokens
-    >>> out = kernel(q, q, q, mask, hidden=np.random.rand(1, 10, 8).astype("float32"))
+    >>> global_q = np.random.rand(1, 2, 2, 4).astype("float32")  # queries of the 2 global slots
+    >>> out = kernel(q, q, q, mask, global_qkv=(global_q, q, q))
     >>> tuple(out.shape), float(np.abs(out[0, 8:]).max())
     ((1, 10, 2, 4), 0.0)
 
@@ -47,27 +48,14 @@ class LongformerAttention(SlidingWindowAttention):
     transformers' ``modeling_longformer.py``.
     """
 
+    default_global_projections = "trained"   # the checkpoint's query_global / key_global / value_global
+
     def __init__(self, window=512, max_global_tokens=32, **kwargs):
         kwargs.pop("global_tokens", None)  # from a saved config: always none
         kwargs.pop("dilation", None)
         super().__init__(window=window, global_tokens=(), max_global_tokens=max_global_tokens, **kwargs)
 
-    def init_from_projections(self, q_dense, k_dense, v_dense):
-        """The global projections are loaded from the checkpoint: keep them."""
-
-    @property
-    def query_global(self):
-        return self.global_projections[0]
-
-    @property
-    def key_global(self):
-        return self.global_projections[1]
-
-    @property
-    def value_global(self):
-        return self.global_projections[2]
-
-    def attend(self, q, k, v, key_mask, bias=None, hidden=None, training=None):
+    def attend(self, q, k, v, key_mask, bias=None, hidden=None, training=None, global_qkv=None):
         key_mask = ops.convert_to_tensor(key_mask)
         checks = []
         if "int" in keras.backend.standardize_dtype(key_mask.dtype):
@@ -76,7 +64,7 @@ class LongformerAttention(SlidingWindowAttention):
                 f"More tokens are marked global (2) in an example than max_global_tokens={self.max_global_tokens}: "
                 "build the model with a larger max_global_tokens.")))
         with tf.control_dependencies(checks):
-            out = super().attend(q, k, v, key_mask, bias=bias, hidden=hidden, training=training)
+            out = super().attend(q, k, v, key_mask, bias=bias, hidden=hidden, training=training, global_qkv=global_qkv)
             real = ops.cast(ops.not_equal(key_mask, 0), out.dtype)
             return out * real[:, :, None, None]
 

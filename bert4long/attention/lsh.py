@@ -27,7 +27,7 @@ def take_positions(x, order, rounds_in_x=False):
     return ops.take(ops.reshape(x, (-1, *trailing)), index, axis=0)
 
 
-@register_attention_kernel("lsh")
+@register_attention_kernel()
 class LSHAttention(AttentionKernel):
     """Reformer's locality-sensitive-hashing attention (memory ``O(num_hashes * length * bucket_size)``).
 

@@ -1,14 +1,16 @@
-"""Multi-head attention with three plug points: projections (separate or fused Q/K/V), a position object
-(`bert4long.attention.positions`) and an attention kernel (`bert4long.attention.base`)."""
+"""Multi-head attention with three plug points: projections (separate or fused Q/K/V, extra global Q/K/V), a
+position object (`bert4long.attention.positions`) and an attention kernel (`bert4long.attention.base`)."""
 import keras
 from keras import ops
 
 from bert4long.attention.base import FullAttention, get_attention_kernel, softmax_attention
+from bert4long.attention.blocks import gather_positions
 from bert4long.attention.positions import positions_from
 from bert4long.ops.dropout import name_seed
 from bert4long.ops.positions import check_even_dim
 
 POSITION_BIASES = (None, "rotary", "typical_relative")
+GLOBAL_PROJECTIONS = (None, "from_local", "trained")
 
 
 @keras.saving.register_keras_serializable(package="bert4long")
@@ -18,8 +20,9 @@ class MultiHeadAttention(keras.layers.Layer):
     The projections carry the checkpoint weights (``query``, ``key``, ``value`` or one fused ``qkv``, and
     ``output``); positions placed inside attention are a position object (``positions``); how queries meet
     keys is the job of the attention kernel named by ``attention`` (``'full'`` by default; see
-    `bert4long.attention` for the long-text variants and their ``attention_config``; a kernel that attends
-    globally, like ``sliding_window``'s global tokens, owns its extra global projections).
+    `bert4long.attention` for the long-text variants and their ``attention_config``). For a kernel with
+    global tokens (``sliding_window``, ``longformer``) the layer also holds the global projections
+    (``query_global``, ``key_global``, ``value_global``) and hands the kernel their queries, keys and values.
 
     Args:
         heads: number of attention heads.
@@ -45,6 +48,11 @@ class MultiHeadAttention(keras.layers.Layer):
             `RotateHalfPositions` with its ``theta``, `RelativePositions`), instead of ``position_bias``.
         fused_qkv: one ``qkv`` projection whose output is ``[queries; keys; values]`` (ModernBERT's
             ``Wqkv``; ``key_size`` equals ``head_size``) instead of ``query``, ``key`` and ``value``.
+        global_projections: the global query/key/value projections of a kernel with global tokens:
+            ``'from_local'`` (copied from ``query``/``key``/``value`` once checkpoint weights are loaded,
+            `after_weights_loaded`), ``'trained'`` (checkpoint weights of their own: Longformer's
+            ``query_global``...), or None: the kernel's `default_global_projections` (none for a kernel
+            without global tokens).
 
     Attributes:
         attention_kernel: the `AttentionKernel` object (``kernel`` is its former name,
@@ -88,6 +96,7 @@ class MultiHeadAttention(keras.layers.Layer):
         max_relative_position=None,
         positions=None,
         fused_qkv=False,
+        global_projections=None,
         **kwargs,
     ):
         super().__init__(**kwargs)
@@ -122,6 +131,19 @@ class MultiHeadAttention(keras.layers.Layer):
             dtype=self.dtype_policy,
             **kernel_config,
         )
+        self.global_projections = global_projections
+        self.global_projections_kind = self._global_projections_kind(global_projections)
+
+    def _global_projections_kind(self, given):
+        """``'from_local'``, ``'trained'`` or None (no global projections) for this layer's kernel."""
+        if given not in GLOBAL_PROJECTIONS:
+            raise ValueError(f"global_projections must be one of {GLOBAL_PROJECTIONS}, got {given!r}.")
+        default = self.attention_kernel.default_global_projections
+        if given is not None and default is None:
+            raise ValueError(
+                f"global_projections={given!r} needs a kernel with global tokens (attention='sliding_window' or "
+                f"'longformer'); attention={self.attention!r} with attention_config={self.attention_config} has none.")
+        return given or default
 
     @property
     def kernel(self):
@@ -157,6 +179,7 @@ class MultiHeadAttention(keras.layers.Layer):
             self.head_size = self.key_size = hidden_dim // self.heads
             if self.position_encoding is not None:
                 check_even_dim(self.head_size, f"{self.position_encoding!r}")
+        self._make_global_denses()
         if self.fused_qkv:
             if self.key_size != self.head_size:
                 raise ValueError(f"fused_qkv=True splits one projection into three equal parts: key_size "
@@ -172,8 +195,33 @@ class MultiHeadAttention(keras.layers.Layer):
         for dense in projections:
             dense.build(input_shape[0])
         self.o_dense.build(tuple(input_shape[0][:-1]) + (self.heads * self.head_size,))
+        for dense in self._global_denses():
+            dense.build((None, hidden_dim))
         self.attention_kernel.build_kernel(self.heads, self.key_size, hidden_dim, value_dim=self.head_size)
         self.attention_kernel.build(tuple(input_shape[0][:-1]) + (self.heads, self.key_size))
+
+    def _make_global_denses(self):
+        """Create ``query_global``, ``key_global``, ``value_global`` (Dense with bias, glorot-uniform: as when the
+        kernel owned them, so seeded models and weight orders stay as they were)."""
+        if self.global_projections_kind is None:
+            return
+        units = (self.heads * self.key_size, self.heads * self.key_size, self.heads * self.head_size)
+        for name, size in zip(("query_global", "key_global", "value_global"), units):
+            setattr(self, name, keras.layers.Dense(size, name=name, dtype=self.dtype_policy))
+        # the kernel shows them under its own name (not tracked there): .keras files keep their weights at
+        # attention_kernel/global_projections (`SlidingWindowAttention.global_projections`)
+        object.__setattr__(self.attention_kernel, "_layer_global_projections", self._global_denses())
+
+    def _global_denses(self):
+        return tuple(getattr(self, name) for name in ("query_global", "key_global", "value_global")
+                     if hasattr(self, name))
+
+    def _global_qkv(self, x, key_mask):
+        """The global queries at the kernel's global slots and the global keys and values of every token."""
+        positions, _ = self.attention_kernel.global_slots(ops.convert_to_tensor(key_mask), ops.shape(x)[1])
+        q = self._split_heads(self.query_global(gather_positions(x, positions)), self.key_size)
+        k = self._split_heads(self.key_global(x), self.key_size)
+        return q, k, self._split_heads(self.value_global(x), self.head_size)
 
     def _split_heads(self, x, size):
         shape = ops.shape(x)
@@ -187,7 +235,9 @@ class MultiHeadAttention(keras.layers.Layer):
             q, k = self.position_encoding.rotate(q, k)
         if memory is None or isinstance(self.attention_kernel, FullAttention):
             hidden = x if memory is None else None
-            o = self.attention_kernel(q, k, v, key_mask, bias=bias, hidden=hidden, training=training)
+            global_qkv = self._global_qkv(x, key_mask) if self._global_denses() and memory is None else None
+            o = self.attention_kernel(q, k, v, key_mask, bias=bias, hidden=hidden, training=training,
+                                      global_qkv=global_qkv)
         else:
             o = softmax_attention(q, k, v, ops.cast(key_mask, "bool")[:, None, None, :], bias=bias)
         shape = ops.shape(o)
@@ -218,14 +268,18 @@ class MultiHeadAttention(keras.layers.Layer):
         return ops.concatenate([ops.stop_gradient(memory), x], axis=1)
 
     def after_weights_loaded(self):
-        """Let the kernel derive its own weights from the loaded Q/K/V projections.
+        """Derive weights from the loaded Q/K/V projections: ``'from_local'`` global projections become copies
+        of the local ones (as Longformer initialises them), and the kernel's `init_from_projections` runs.
 
         Model builders call it on every layer that has it once checkpoint weights are
-        loaded (e.g. Longformer-style global projections copied from the local ones). A fused ``qkv`` has no
-        separate projections to copy: its kernel keeps its own weights.
+        loaded. A fused ``qkv`` has no separate projections to copy from: nothing changes.
         """
         if self.fused_qkv:
             return
+        if self.global_projections_kind == "from_local":
+            for mine, local in zip(self._global_denses(), (self.q_dense, self.k_dense, self.v_dense)):
+                for weight, value in zip(mine.weights, local.weights):
+                    weight.assign(ops.reshape(value, weight.shape))
         self.attention_kernel.init_from_projections(self.q_dense, self.k_dense, self.v_dense)
 
     init_kernel_from_projections = after_weights_loaded  # the hook's former name
@@ -252,4 +306,6 @@ class MultiHeadAttention(keras.layers.Layer):
         )
         if self.positions is not None or self.fused_qkv:  # (configs saved before these options stay as they were)
             config.update(positions=keras.saving.serialize_keras_object(self.positions), fused_qkv=self.fused_qkv)
+        if self.global_projections is not None:
+            config.update(global_projections=self.global_projections)
         return config

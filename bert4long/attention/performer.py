@@ -20,7 +20,7 @@ def orthogonal_features(seed, num_features, head_dim):
     return (np.concatenate(groups)[:num_features] * norms[:, None]).astype("float32")
 
 
-@register_attention_kernel("performer")
+@register_attention_kernel()
 class PerformerAttention(AttentionKernel):
     """FAVOR+ linear attention: time and memory linear in the length.
 

@@ -7,7 +7,7 @@ from bert4long.attention.base import FullAttention, register_attention_kernel
 from bert4long.ops.positions import check_max_relative_position, relative_position_embeddings
 
 
-@register_attention_kernel("typical_relative")
+@register_attention_kernel()
 class TypicalRelativeAttention(FullAttention):
     """Full softmax attention with NEZHA's relative positions (bert4keras's ``'typical_relative'``).
 

@@ -7,6 +7,7 @@ from bert4long.attention.blocks import (
     block_attention,
     check_positive_int,
     gather_blocks,
+    gather_positions,
     merge_axes,
     neighbour_blocks,
     pad_to_multiple,
@@ -14,7 +15,7 @@ from bert4long.attention.blocks import (
 )
 
 
-@register_attention_kernel("sliding_window")
+@register_attention_kernel()
 class SlidingWindowAttention(AttentionKernel):
     """Longformer's local windowed attention with global tokens (memory ``O(length * window)``).
 
@@ -22,9 +23,10 @@ class SlidingWindowAttention(AttentionKernel):
     ``|t| <= window // 2`` (``window`` counts both sides, as Longformer's
     ``attention_window``: 512 means 256 each side), and to every global token.
     The global tokens (positions ``global_tokens``, ``[CLS]`` by default) attend
-    to the whole sequence with their own query/key/value projections, created in
-    `build_kernel` and copied from the local ones by `init_from_projections`
-    (called after a BERT checkpoint is loaded), as Longformer initialises them.
+    to the whole sequence with their own queries, keys and values (``global_qkv``),
+    which `MultiHeadAttention` projects with its global projections, copied from the
+    local ones after a BERT checkpoint is loaded, as Longformer initialises them
+    (`default_global_projections` is ``'from_local'``).
 
     The window is computed in blocks of ``window // 2`` tokens: each block of
     queries meets its own and its two neighbouring key blocks, with the exact
@@ -46,7 +48,9 @@ class SlidingWindowAttention(AttentionKernel):
     int with Longformer's convention, 0 padding / 1 local / 2 global: the tokens
     marked 2, together with ``global_tokens``, are that example's global tokens
     (``build_transformer_model(..., attention_mask_input=True)`` feeds it).
-    ``hidden`` (the layer input) is required when there are global tokens.
+    ``global_qkv`` is required when there are global tokens: the global queries
+    ``[batch, slots, heads, head_dim]`` of the tokens at `global_slots`, and the
+    global keys and values of every token ``[batch, length, heads, head_dim]``.
 
     Example:
     >>> import numpy as np
@@ -55,9 +59,9 @@ class SlidingWindowAttention(AttentionKernel):
     >>> SlidingWindowAttention(window=8, global_tokens=[])(q, q, q, np.ones((1, 40), bool)).shape
     TensorShape([1, 40, 2, 8])
     >>> kernel = SlidingWindowAttention(window=8, global_tokens=[], max_global_tokens=2)
-    >>> kernel.build_kernel(num_heads=2, head_dim=8, hidden_dim=16)
     >>> mask = np.array([[1] * 5 + [2] + [1] * 34], "int32")  # token 5 is global
-    >>> kernel(q, q, q, mask, hidden=np.random.rand(1, 40, 16).astype("float32")).shape
+    >>> global_q = np.random.rand(1, 2, 2, 8).astype("float32")  # one row per global slot
+    >>> kernel(q, q, q, mask, global_qkv=(global_q, q, q)).shape
     TensorShape([1, 40, 2, 8])
 
     Reference: Beltagy et al., Longformer: The Long-Document Transformer (2020).
@@ -103,22 +107,20 @@ class SlidingWindowAttention(AttentionKernel):
         """The window and the query itself (global keys not counted)."""
         return min(self.window, length) + 1
 
-    def build_kernel(self, num_heads, head_dim, hidden_dim, value_dim=None):
-        """Create the global query/key/value projections (when there can be global tokens)."""
-        if not (self.global_tokens or self.max_global_tokens):
-            return
-        units = (num_heads * head_dim, num_heads * head_dim, num_heads * (value_dim or head_dim))
-        self.global_projections = []
-        for name, size in zip(("query_global", "key_global", "value_global"), units):
-            dense = keras.layers.Dense(size, name=name, dtype=self.dtype_policy)
-            dense.build((None, hidden_dim))
-            self.global_projections.append(dense)
+    @property
+    def default_global_projections(self):
+        """``'from_local'`` when tokens can be global (the layer's global projections start as copies of the local
+        ones), else None."""
+        return "from_local" if self.global_tokens or self.max_global_tokens else None
 
-    def init_from_projections(self, q_dense, k_dense, v_dense):
-        """Copy the local projections (checkpoint weights) into the global ones."""
-        for mine, local in zip(getattr(self, "global_projections", ()), (q_dense, k_dense, v_dense)):
-            for weight, value in zip(mine.weights, local.weights):
-                weight.assign(ops.reshape(value, weight.shape))
+    @property
+    def global_projections(self):
+        """The global projections of the `MultiHeadAttention` this kernel serves (built and owned by that layer).
+
+        Kept under the kernel's name because ``.keras`` files written when the kernel owned them store their weights
+        under ``attention_kernel/global_projections``, where Keras looks for them when loading.
+        """
+        return list(getattr(self, "_layer_global_projections", ()))
 
     def global_slots(self, key_mask, padded_length):
         """Global positions ``[batch, slots]`` (int32) and which slots are used (bool).
@@ -126,7 +128,10 @@ class SlidingWindowAttention(AttentionKernel):
         With a bool ``key_mask`` the slots are ``global_tokens``. With an int mask
         (0 pad / 1 local / 2 global) they are the first ``max(max_global_tokens,
         len(global_tokens))`` positions, in order, that are marked 2 or listed in
-        ``global_tokens``, gathered with `top_k` (no branch on values).
+        ``global_tokens``, gathered with `top_k` (no branch on values). Unused slots
+        hold the lowest unmarked positions, so any ``padded_length`` at least the
+        sequence length gives the same slots (`MultiHeadAttention` gathers the global
+        queries at them before the kernel pads).
         """
         length = ops.shape(key_mask)[1]
         fixed = ops.convert_to_tensor(self.global_tokens, "int32")
@@ -142,7 +147,7 @@ class SlidingWindowAttention(AttentionKernel):
         _, chosen = ops.top_k(score, slots)
         return ops.cast(chosen, "int32"), ops.take_along_axis(marked, chosen, axis=1)
 
-    def attend(self, q, k, v, key_mask, bias=None, hidden=None, training=None):
+    def attend(self, q, k, v, key_mask, bias=None, hidden=None, training=None, global_qkv=None):
         side, dilation = self.window // 2, self.dilation
         length = ops.shape(q)[1]
         q, k, v = (pad_to_multiple(t, side * dilation) for t in (q, k, v))
@@ -180,7 +185,7 @@ class SlidingWindowAttention(AttentionKernel):
         out = merge_axes(ops.swapaxes(merge_axes(out, 2), 1, 2), 1)[:, :length]
         if not slots:
             return out
-        return self._global_rows(out, hidden, key_mask, global_positions, one_hot[:, :, :length], training)
+        return self._global_rows(out, global_qkv, key_mask, global_positions, one_hot[:, :, :length], training)
 
     def _append_global_keys(self, k_local, v_local, keep, sequences, q_positions, global_positions, global_valid):
         """Append the global tokens' keys, values and mask to the keys of every query block."""
@@ -194,24 +199,21 @@ class SlidingWindowAttention(AttentionKernel):
         keep = ops.concatenate([keep, ops.broadcast_to(global_keep, (*ops.shape(keep)[:4], rows[3]))], -1)
         return k_local, v_local, keep
 
-    def _global_rows(self, out, hidden, key_mask, global_positions, one_hot, training):
-        """Replace the rows of the global tokens by full attention with the global projections."""
-        if hidden is None or not hasattr(self, "global_projections"):
+    def _global_rows(self, out, global_qkv, key_mask, global_positions, one_hot, training):
+        """Replace the rows of the global tokens by full attention with the global queries, keys and values."""
+        if global_qkv is None:
             raise ValueError(
-                "attention='sliding_window' with global tokens needs the global projections and the "
-                "hidden states: use it inside bert4long.layers.MultiHeadAttention (or call "
-                "build_kernel() and pass hidden=...), or set global_tokens=[] (and max_global_tokens=0 "
-                "when key_mask is an int global-attention mask)."
+                "attention='sliding_window' with global tokens needs the global queries, keys and values: use it "
+                "inside bert4long.layers.MultiHeadAttention (which projects them), pass global_qkv=(queries at "
+                "global_slots, keys, values), or set global_tokens=[] (and max_global_tokens=0 when key_mask is an "
+                "int global-attention mask)."
             )
-        batch, length = ops.shape(hidden)[:2]
-        heads = out.shape[2]
-        query, key, value = self.global_projections
-        split = lambda x: ops.reshape(x, (batch, ops.shape(x)[1], heads, x.shape[-1] // heads))  # noqa: E731
-        q = split(query(gather_positions(hidden, global_positions)))
+        q, k, v = global_qkv
+        length = ops.shape(k)[1]
         keep = key_mask[:, None, None, :]
         if self.causal:
             keep = ops.logical_and(keep, (ops.arange(length)[None, None, :] <= global_positions[:, :, None])[:, None])
-        global_out = block_attention(self, q, split(key(hidden)), split(value(hidden)), keep, training)
+        global_out = block_attention(self, q, k, v, keep, training)
         scattered = ops.einsum("bgl,bghd->blhd", ops.cast(one_hot, out.dtype), ops.cast(global_out, out.dtype))
         return ops.where(ops.any(one_hot, axis=1)[:, :, None, None], scattered, out)
 
@@ -221,9 +223,3 @@ class SlidingWindowAttention(AttentionKernel):
                       max_global_tokens=self.max_global_tokens)
         return config
 
-
-def gather_positions(x, positions):
-    """``x [batch, length, ...]`` at ``positions [batch, n]`` (clipped into range) -> ``[batch, n, ...]``."""
-    positions = ops.minimum(positions, ops.shape(x)[1] - 1)
-    positions = ops.reshape(positions, (*ops.shape(positions), *([1] * (len(x.shape) - 2))))
-    return ops.take_along_axis(x, ops.broadcast_to(positions, (*ops.shape(positions)[:2], *ops.shape(x)[2:])), axis=1)

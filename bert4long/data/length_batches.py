@@ -41,19 +41,26 @@ SORT_WINDOW = 1024   # documents `predict` sorts together (it holds their result
 EXTRA_SHARE = 0.05   # padding `fitted_buckets` may add (share of the tokens at the longest bucket) to drop shapes
 
 
-def bucket_lengths(seq_len, multiple=1, fixed=False, count=BUCKETS):
-    """The padded lengths a batch may take: the ``count`` largest of 2, 3, 4, 6, 8, 12, ... (powers of two and
-    halfway steps, at most a third of padding) below ``seq_len``, each rounded up to a ``multiple``, and
-    ``seq_len``; only ``[seq_len]`` when ``fixed`` (a model whose outputs change with padding: `buckets_for`).
+def bucket_lengths(seq_len, multiple=1, fixed=False, count=BUCKETS, smallest=2, halfway=True):
+    """The padded lengths a batch may take: ``smallest`` and its doublings below ``seq_len`` (with the halfway steps
+    when ``halfway``: 2, 3, 4, 6, 8, 12, ..., at most a third of padding), each rounded up to a ``multiple``, and
+    ``seq_len``; the ``count`` largest of them (None: all); only ``[seq_len]`` when ``fixed`` (a model whose outputs
+    change with padding: `buckets_for`). The one rule of bucket lengths: `bert4long.data.pipeline`'s default
+    (`default_bucket_lengths`) is ``smallest=16, halfway=False, count=None``.
 
     >>> bucket_lengths(1536, multiple=256), bucket_lengths(512, fixed=True)
     ([256, 512, 768, 1024, 1536], [512])
+    >>> bucket_lengths(100, smallest=16, halfway=False, count=None)
+    [16, 32, 64, 100]
     """
     if fixed:
         return [seq_len]
-    ladder = {n for power in range(1, max(seq_len, 2).bit_length() + 1) for n in (2**power, 3 * 2 ** (power - 1))}
-    lengths = {min(-(-n // multiple) * multiple, seq_len) for n in ladder if n < seq_len} | {seq_len}
-    return sorted(lengths)[-count:]
+    ladder, step = set(), smallest
+    while step < seq_len:
+        ladder |= {step, step * 3 // 2} if halfway else {step}
+        step *= 2
+    lengths = sorted({min(-(-n // multiple) * multiple, seq_len) for n in ladder if n < seq_len} | {seq_len})
+    return lengths if count is None else lengths[-count:]
 
 
 def buckets_for(model, seq_len):

@@ -28,18 +28,19 @@ import numpy as np
 import tensorflow as tf
 
 from bert4long.data.chunking import chunk_spans
+from bert4long.data.length_batches import bucket_lengths
 from bert4long.data.masking import MLMMasker
 from bert4long.data.packing import pack_documents
 from bert4long.data.truncation import truncate
 
 
 def default_bucket_lengths(seq_len, smallest=16):
-    """``[16, 32, 64, ..., seq_len]``: the padded lengths of the buckets."""
-    lengths = []
-    while smallest < seq_len:
-        lengths.append(smallest)
-        smallest *= 2
-    return lengths + [seq_len]
+    """``[16, 32, 64, ..., seq_len]``: the padded lengths of the buckets (`bucket_lengths` without halfway steps).
+
+    >>> default_bucket_lengths(100)
+    [16, 32, 64, 100]
+    """
+    return bucket_lengths(seq_len, smallest=smallest, halfway=False, count=None)
 
 
 def _batch(dataset, batch_size, seq_len, bucket_lengths, drop_remainder, pad_id, features):
