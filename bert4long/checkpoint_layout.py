@@ -196,6 +196,8 @@ def checkpoint_variables(builder):
 
 def stored_config(reader):
     """``(config in bert4long names, its path)`` stored beside the checkpoint ``reader`` reads; ``({}, None)`` if none."""
+    if getattr(reader, "stored_config", None) is not None:   # read once already (`bert4long.source`)
+        return reader.stored_config
     if isinstance(reader, HuggingFaceReader):
         path = os.path.join(reader.prefix, "config.json")
         return read_huggingface_config(path), path
@@ -229,7 +231,7 @@ def open_checkpoint(path):
 
 
 def check_vocab_size(vocab_size, config_path=None, checkpoint_path=None, vocab_path="the vocabulary",
-                     allow_padded=False):
+                     allow_padded=False, model_size=None):
     """Refuse a tokenizer vocabulary whose size differs from the model's, naming both sizes.
 
     The model's size is the checkpoint's word-embedding rows (else the config's
@@ -250,14 +252,15 @@ def check_vocab_size(vocab_size, config_path=None, checkpoint_path=None, vocab_p
     """
     if config_path is None and is_huggingface_folder(checkpoint_path):
         config_path = os.path.join(checkpoint_path, "config.json")
-    expected, source = None, None
-    if checkpoint_path is not None and not is_family_folder(checkpoint_path):  # families: their config.json
+    expected, source = model_size or (None, None)   # ``(size, where)`` known already (`bert4long.source`)
+    # families: their config.json
+    if model_size is None and checkpoint_path is not None and not is_family_folder(checkpoint_path):
         reader = open_checkpoint(checkpoint_path)
         name = next((n for n in ("bert/embeddings/word_embeddings", "electra/embeddings/word_embeddings")
                      if n in reader), None)
         if name is not None:
             expected, source = reader.shape(name)[0], f"rows of {name!r} in {reader.prefix!r}"
-    if expected is None and config_path is not None:
+    if model_size is None and expected is None and config_path is not None:
         config = read_config(config_path)
         expected, source = config.get("vocab_size"), f"vocab_size in {config_path!r}"
     if expected is not None and vocab_size != expected and not (allow_padded and vocab_size < expected):
@@ -317,7 +320,8 @@ class CheckpointIO:
         return to_layer(value, transform, self.keep_tokens)
 
     def load_weights_from_checkpoint(self, checkpoint_path, partial_load=False):
-        """Load every mapped weight by its original checkpoint name, checking that config and checkpoint agree.
+        """Load every mapped weight by its original checkpoint name (``checkpoint_path``: a path, or a reader
+        already open), checking that config and checkpoint agree.
 
         Refused unless ``partial_load=True`` (then a warning lists what is left
         out): trained variables this model would drop (more layers than
@@ -335,7 +339,7 @@ class CheckpointIO:
         >>> bert = build_transformer_model("bert_config.json", return_keras_model=False)  # doctest: +SKIP
         >>> bert.load_weights_from_checkpoint("bert_model.ckpt")  # doctest: +SKIP
         """
-        reader = self.open_checkpoint(checkpoint_path)
+        reader = checkpoint_path if hasattr(checkpoint_path, "get") else self.open_checkpoint(checkpoint_path)
         load_mapped_weights(self, reader)
         self.check_checkpoint_matches(reader, partial_load)
         for layer in self.model.layers:  # layers that derive weights from loaded ones (attention kernels)

@@ -146,7 +146,8 @@ class HuggingFaceFamily:
             problems.append(f"{len(unused)} trained tensor(s) would be dropped by model={self.model_name!r}: "
                             + ", ".join(unused[:4]) + (", ..." if len(unused) > 4 else ""))
         config_path = os.path.join(reader.prefix, "config.json")
-        stored = read_huggingface_config(config_path) if os.path.isfile(config_path) else {}
+        stored = (reader.stored_config[0] if getattr(reader, "stored_config", None) is not None   # `bert4long.source`
+                  else read_huggingface_config(config_path) if os.path.isfile(config_path) else {})
         for key, attribute in STRUCTURE_KEYS.items():
             theirs, mine = stored.get(key), getattr(self, attribute, None)
             if key == "vocab_size" and self.keep_tokens is not None:

@@ -318,7 +318,7 @@ class ModernBERT(Transformer):
         Encoder weights this model has no place for are an error, or a warning
         with ``partial_load=True``; a missing weight or a shape mismatch is always an error.
         """
-        reader = ModernBertReader(checkpoint_path)
+        reader = checkpoint_path if hasattr(checkpoint_path, "get") else ModernBertReader(checkpoint_path)
         if self.with_mlm and not reader.has_masked_lm_head():
             raise ValueError(
                 f"{reader.path!r} holds no masked-LM head (architectures {reader.architectures}; it needs "

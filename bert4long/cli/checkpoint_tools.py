@@ -6,6 +6,7 @@ from bert4long.cli.inputs import (
     check_checkpoint,
     describe_tokenizer,
     max_position_of,
+    source_of,
     tokenizer_folder,
     tokenizer_for,
 )
@@ -118,7 +119,7 @@ def _encoder_to_export(args):
     if args.raw_text:
         _refuse_raw_text_for(tokenizer_folder(args))
     check_model_options(args, max_position_of(args), check_length=False)  # the export reads any length
-    return build_transformer_model(args.config, args.checkpoint, with_mlm=args.with_mlm, with_pool=args.with_pool,
+    return build_transformer_model(source_of(args), with_mlm=args.with_mlm, with_pool=args.with_pool,
                                    **model_kwargs(args))
 
 
