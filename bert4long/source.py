@@ -158,7 +158,7 @@ def _open_reader(builder_class, path):
     return opener(builder_class.__new__(builder_class), path)   # the readers need no built model
 
 
-def resolve_source(checkpoint=None, config=None, model="bert", open_reader=True):
+def resolve_source(checkpoint=None, config=None, model="bert", open_reader=True, reader=None):
     """Read the config once and decide the family once; the checkpoint is opened once, on first use (`Source.reader`).
 
     Args:
@@ -167,6 +167,7 @@ def resolve_source(checkpoint=None, config=None, model="bert", open_reader=True)
         model: the ``model=`` name (or builder class) of a Google-layout checkpoint; a Hugging Face
             ``config.json`` names its own family.
         open_reader: False: never open the checkpoint (``reader`` None).
+        reader: the checkpoint's reader when it is open already (it becomes the source's ``reader``).
 
     Raises the config's errors (`bert4long.config_keys.read_config`: missing file, bad JSON, bad values); the
     checkpoint's (`bert4long.checkpoint_layout.open_checkpoint`) come with the first use of ``reader``.
@@ -183,4 +184,7 @@ def resolve_source(checkpoint=None, config=None, model="bert", open_reader=True)
     else:
         declared = family_named(model) if isinstance(model, str) else getattr(model, "family", None)
         translated = from_google_config(file_config)
-    return Source(declared, translated, file_config, config_path, checkpoint, model, from_folder, open_reader)
+    source = Source(declared, translated, file_config, config_path, checkpoint, model, from_folder, open_reader)
+    if reader is not None:
+        source.__dict__["reader"] = reader   # where `Source.reader` keeps the reader it opened
+    return source

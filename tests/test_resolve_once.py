@@ -172,3 +172,21 @@ if __name__ == "__main__":
     import tempfile
 
     measure(tempfile.mkdtemp())
+
+
+@pytest.mark.parametrize("command", ["evaluate", "info", "predict", "export"])
+def test_other_commands_read_the_config_once_and_open_the_checkpoint_once(command, google_layout, tmp_path, capsys):
+    """Before (main 0adf7f1): evaluate config 4 / checkpoint 2, info 2 / 2, predict 3 / 3, export 4 / 2."""
+    documents = tmp_path / "documents.jsonl"
+    documents.write_text("".join(json.dumps({"text": f"w{i} w{i + 1} w{i + 2}"}) + "\n" for i in range(3)))
+    prefix, corpus = google_layout["checkpoint"], google_layout["corpus"]
+    argv = {"evaluate": ["evaluate", "--checkpoint", prefix, "--corpus", corpus, "--seq-len", "16",
+                         "--max-sequences", "2"],
+            "info": ["info", prefix],
+            "predict": ["predict", "--checkpoint", prefix, "--input", str(documents), "--output",
+                        str(tmp_path / "embeddings.jsonl"), "--quiet"],
+            "export": ["export", "--checkpoint", prefix, "--out", str(tmp_path / "served")]}[command]
+    with count_reads(google_layout["folder"]) as counts:
+        status = main(argv)
+    assert status == 0, capsys.readouterr().err[-3000:]
+    assert dict(counts) == {"config": 1, "checkpoint": 1}

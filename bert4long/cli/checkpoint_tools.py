@@ -133,20 +133,22 @@ def run_info(args):
     import numpy as np
 
     from bert4long.checkpoint_layout import open_checkpoint
-    from bert4long.config_keys import read_config, trained_positions
-    from bert4long.huggingface import HuggingFaceReader, is_family_folder, read_huggingface_config
+    from bert4long.config_keys import trained_positions
+    from bert4long.huggingface import HuggingFaceReader, is_family_folder
+    from bert4long.source import resolve_source
 
     if is_family_folder(args.checkpoint):
         _print_family_info(args.checkpoint)
         print(_tokenizer_line(args))
         return
     reader = open_checkpoint(args.checkpoint)  # the same choice of format as model loading
-    if isinstance(reader, HuggingFaceReader):
-        config_path = os.path.join(args.checkpoint, "config.json")
-        config = read_huggingface_config(config_path)
+    if isinstance(reader, HuggingFaceReader):   # its own config.json (the source reads it)
+        config_path, given = os.path.join(args.checkpoint, "config.json"), None
     else:
         config_path = args.config or os.path.join(os.path.dirname(reader.prefix), "bert_config.json")
-        config = read_config(config_path) if os.path.isfile(config_path) else {}
+        given = config_path if os.path.isfile(config_path) else None
+    source = resolve_source(args.checkpoint, given, reader=reader)   # the config read once, the reader kept
+    config = source.config if isinstance(reader, HuggingFaceReader) else source.file_config
     print("config:")
     for key, value in sorted(config.items()):
         print(f"  {key}: {value}")
@@ -156,11 +158,11 @@ def run_info(args):
         print(f"  {name} {list(reader.shape(name))}")
     n = trained_positions(config)
     if n:
-        print(_lengths_line(n, read_config(config_path) if os.path.isfile(config_path) else {}, config_path))
+        print(_lengths_line(n, source.file_config, config_path))
     heads = [h for h, p in (("MLM", "cls/predictions/"), ("NSP", "cls/seq_relationship/"), ("pooler", "bert/pooler/"))
              if any(name.startswith(p) for name in reader.names())]
     print(f"heads: {', '.join(heads) or 'none (encoder only)'}")
-    print(_tokenizer_line(args))
+    print(_tokenizer_line(args, source))
     if all(k in config for k in ("hidden_size", "num_hidden_layers", "num_attention_heads")):
         parameters = sum(int(np.prod(reader.shape(name))) for name in reader.names()
                          if not name.endswith(("adam_m", "adam_v")))
@@ -185,11 +187,14 @@ def _lengths_line(n, config, path):
             f"(hierarchical_position=True); {longer}")
 
 
-def _tokenizer_line(args):
-    """Which tokenizer the commands would use for this checkpoint, or why there is none."""
+def _tokenizer_line(args, source=None):
+    """Which tokenizer the commands would use for this checkpoint, or why there is none (``source``: the
+    checkpoint's `bert4long.source.Source`, resolved already)."""
     from argparse import Namespace
 
     probe = Namespace(checkpoint=args.checkpoint, config=args.config, vocab=None, lower_case=None)
+    if source is not None:   # what `source_of` would resolve, read once already
+        probe.resolved_source = ((args.checkpoint, args.config, None), source)
     try:
         return describe_tokenizer(tokenizer_for(probe), probe)
     except (FileNotFoundError, ValueError) as error:
