@@ -190,3 +190,32 @@ def test_other_commands_read_the_config_once_and_open_the_checkpoint_once(comman
         status = main(argv)
     assert status == 0, capsys.readouterr().err[-3000:]
     assert dict(counts) == {"config": 1, "checkpoint": 1}
+
+
+def test_a_source_builds_what_the_paths_build_reading_nothing_again(google_layout):
+    import numpy as np
+
+    from bert4long.models import build_transformer_model
+    from bert4long.source import resolve_source
+
+    config, prefix = google_layout["config"], google_layout["checkpoint"]
+    source = resolve_source(checkpoint=prefix, config=config)
+    assert source.reader.shape("bert/embeddings/word_embeddings") == (64, 16)   # opened here, once
+    with count_reads(google_layout["folder"]) as counts:
+        from_source = build_transformer_model(source, with_mlm=True)
+    assert dict(counts) == {}
+    from_paths = build_transformer_model(config, prefix, with_mlm=True)
+    ids = np.array([[2, 9, 17, 4, 30, 3, 0, 0]], "int32")
+    np.testing.assert_array_equal(from_source.predict([ids, ids * 0], verbose=0),
+                                  from_paths.predict([ids, ids * 0], verbose=0))
+    loaded = from_paths.get_layer("Embedding-Token").get_weights()[0]
+    np.testing.assert_array_equal(loaded, source.reader.get("bert/embeddings/word_embeddings"))
+
+
+def test_resolve_source_refuses_a_bad_config_naming_it(tmp_path):
+    from bert4long.source import resolve_source
+
+    bad = tmp_path / "bert_config.json"
+    bad.write_text('{"hidden_size": 30, "num_attention_heads": 4}')
+    with pytest.raises(ValueError, match="num_attention_heads = 4 does not divide hidden_size = 30"):
+        resolve_source(config=str(bad))
