@@ -210,6 +210,8 @@ def checkpoint_variables(builder):
 
 def stored_config(reader):
     """``(config in bert4long names, its path)`` stored beside the checkpoint ``reader`` reads; ``({}, None)`` if none."""
+    if getattr(reader, "stored_config", None) is not None:   # read once already (`bert4long.source`)
+        return reader.stored_config
     if isinstance(reader, SafetensorsReader):
         path = os.path.join(reader.prefix, "config.json")
         return (read_huggingface_config(path), path) if os.path.isfile(path) else ({}, None)
@@ -226,9 +228,10 @@ def stored_config(reader):
     return {}, None
 
 
-def open_checkpoint(path, family=None):
+def open_checkpoint(path, family=None, config=None):
     """The `WeightReader` of a Google checkpoint (prefix or folder) or a Hugging Face folder (named as
-    ``family``'s, else its ``config.json``'s family says); an open reader is returned as it is.
+    ``family``'s, else its ``config.json``'s family says; ``config``: that file, read already); an open reader is
+    returned as it is.
 
     Example:
     >>> import tempfile
@@ -241,9 +244,9 @@ def open_checkpoint(path, family=None):
     if isinstance(path, WeightReader):
         return path
     if family is not None and family.reads_own_names:
-        return open_huggingface_folder(path, family)
+        return open_huggingface_folder(path, family, config)
     if is_huggingface_folder(path) and not os.path.isfile(os.path.join(path, "bert_model.ckpt.index")):
-        return open_huggingface_folder(path)
+        return open_huggingface_folder(path, config=config)
     return CheckpointReader(path)
 
 
@@ -275,7 +278,7 @@ def save_huggingface_folder(builder, folder, family):
 
 
 def check_vocab_size(vocab_size, config_path=None, checkpoint_path=None, vocab_path="the vocabulary",
-                     allow_padded=False):
+                     allow_padded=False, model_size=None):
     """Refuse a tokenizer vocabulary whose size differs from the model's, naming both sizes.
 
     The model's size is the checkpoint's word-embedding rows (else the config's
@@ -296,14 +299,15 @@ def check_vocab_size(vocab_size, config_path=None, checkpoint_path=None, vocab_p
     """
     if config_path is None and is_huggingface_folder(checkpoint_path):
         config_path = os.path.join(checkpoint_path, "config.json")
-    expected, source = None, None
-    if checkpoint_path is not None and not is_family_folder(checkpoint_path):  # families: their config.json
+    expected, source = model_size or (None, None)   # ``(size, where)`` known already (`bert4long.source`)
+    # families: their config.json
+    if model_size is None and checkpoint_path is not None and not is_family_folder(checkpoint_path):
         reader = open_checkpoint(checkpoint_path)
         name = next((n for n in ("bert/embeddings/word_embeddings", "electra/embeddings/word_embeddings")
                      if n in reader), None)
         if name is not None:
             expected, source = reader.shape(name)[0], f"rows of {name!r} in {reader.prefix!r}"
-    if expected is None and config_path is not None:
+    if model_size is None and expected is None and config_path is not None:
         config = read_config(config_path)
         expected, source = config.get("vocab_size"), f"vocab_size in {config_path!r}"
     if expected is not None and vocab_size != expected and not (allow_padded and vocab_size < expected):

@@ -222,9 +222,10 @@ def tensor_names(family, pad_token_id=0):
     return GoogleNames(family, family.offset(pad_token_id))
 
 
-def open_huggingface_folder(folder, family=None):
+def open_huggingface_folder(folder, family=None, config=None):
     """The `bert4long.safetensors_io.SafetensorsReader` of a Hugging Face folder, named as its family's
-    (``family``, else the one its ``config.json`` names) tables say.
+    (``family``, else the one its ``config.json`` names) tables say (``config``: that ``config.json``, when it
+    was read already).
 
     Example:
     >>> from bert4long.huggingface import open_huggingface_folder
@@ -233,11 +234,11 @@ def open_huggingface_folder(folder, family=None):
     (384, 384)
     """
     config_file = os.path.join(folder, "config.json")
-    hf = {}
-    if os.path.isfile(config_file):
+    hf = config or {}
+    if config is None and os.path.isfile(config_file):
         with open(config_file, encoding="utf-8") as f:
             hf = json.load(f)
-    elif family is None:
+    elif config is None and family is None:
         raise FileNotFoundError(f"Not a Hugging Face model folder: {config_file!r} does not exist (a folder needs "
                                 "config.json and model.safetensors).")
     if family is None or not family.reads_own_names:

@@ -12,7 +12,6 @@ list order, in the checkpoint engine `bert4long.checkpoint_layout`. Config keys
 are translated by `bert4long.config_keys`.
 """
 import inspect
-import os
 
 import keras
 import numpy as np
@@ -43,7 +42,6 @@ from bert4long.config_keys import (  # noqa: F401 -- CONFIG_RENAMES, read_config
     read_config,
     to_google_config,
 )
-from bert4long.huggingface import is_huggingface_folder, read_huggingface_config
 from bert4long.layers import (
     BiasAdd,
     Embedding,
@@ -66,7 +64,7 @@ from bert4long.model_registry import (  # noqa: F401 -- family_model_class: a be
     models_attribute,
     registered_model_class,
 )
-from bert4long.position_record import restore_position_options
+from bert4long.source import Source, resolve_source
 
 APPLICATIONS = ("encoder", "lm", "unilm")
 
@@ -362,7 +360,9 @@ def build_transformer_model(
     sequence output, or the pooled/NSP output and/or MLM output when requested.
 
     Args:
-        config_path: ``bert_config.json`` (Google keys; bert4keras renames applied).
+        config_path: ``bert_config.json`` (Google keys; bert4keras renames applied), or a
+            `bert4long.source.Source` (resolved once: config, family and open checkpoint; then
+            ``checkpoint_path`` is left None and the source's reader, if any, is loaded).
         checkpoint_path: checkpoint prefix or folder (``bert_model.ckpt``); None
             leaves random weights.
         model: ``'bert'``, ``'roberta'``, ``'albert'``, ``'albert_unshared'``,
@@ -398,19 +398,10 @@ def build_transformer_model(
     >>> model = build_transformer_model("bert_config.json", "bert_model.ckpt",
     ...                                 hierarchical_position=True, with_mlm=True)  # doctest: +SKIP
     """
-    configs = {}
-    if config_path is None and is_huggingface_folder(checkpoint_path):
-        config_path = os.path.join(checkpoint_path, "config.json")
-    if config_path is not None:
-        configs.update(read_config(config_path))
-        kwargs = restore_position_options(configs, kwargs, repr(os.fspath(config_path)), override_position_extension)
-        if "model_type" in configs:  # a Hugging Face config.json
-            configs = read_huggingface_config(config_path)
-            declared = family(configs.pop("model"))
-            if declared.reads_own_names:  # a family with its own class and tensor names (e.g. ModernBERT)
-                model = declared.name
-    configs = from_google_config({**configs, **kwargs})
-    builder_class = registered_model_class(model) if isinstance(model, str) else model
+    source = config_path if isinstance(config_path, Source) else resolve_source(
+        checkpoint_path, config_path, model, open_reader=checkpoint_path is not None)
+    configs, kwargs = source.builder_arguments(kwargs, override_position_extension)
+    builder_class = source.builder_class()
     configs["application"] = application
     accepted = set(Transformer.__init__.__code__.co_varnames[1 : Transformer.__init__.__code__.co_argcount])
     accepted |= set(inspect.signature(builder_class.__init__).parameters) - {"self", "kwargs"}  # e.g. NEZHA's
@@ -422,9 +413,9 @@ def build_transformer_model(
     if missing:
         raise ValueError(f"Model configuration lacks {missing}: pass config_path (bert_config.json) or these arguments.")
     transformer = builder_class(**{k: v for k, v in configs.items() if k in accepted})
-    if checkpoint_path is not None:  # the config's sizes against the checkpoint's tensors, before any allocation
-        check_sizes_before_build(transformer, transformer.open_checkpoint(checkpoint_path), config_path)
+    if source.reader is not None:  # the config's sizes against the checkpoint's tensors, before any allocation
+        check_sizes_before_build(transformer, source.reader, source.config_path)
     transformer.build()
-    if checkpoint_path is not None:
-        transformer.load_weights_from_checkpoint(checkpoint_path, partial_load=partial_load)
+    if source.reader is not None:
+        transformer.load_weights_from_checkpoint(source.reader, partial_load=partial_load)
     return transformer.model if return_keras_model else transformer

@@ -84,10 +84,6 @@ class SafetensorsReader(WeightReader):
         self.naming = naming
         if not os.path.isfile(self.path):
             raise FileNotFoundError(missing_weights_message(folder))
-        config = os.path.join(folder, "config.json")
-        if os.path.isfile(config):
-            with open(config, encoding="utf-8") as f:
-                self.architectures = tuple(json.load(f).get("architectures") or ())
         try:
             self._file = safe_open(self.path, framework="numpy")
         except SafetensorError as error:
@@ -102,6 +98,15 @@ class SafetensorsReader(WeightReader):
                                  f"{naming.describes} weight.") from None
             if name is not None:
                 self._sources[name] = (key, transform)
+
+    @property
+    def architectures(self):
+        """What the folder's ``config.json`` says it holds (read only when asked: an error message's detail)."""
+        config = os.path.join(self.prefix, "config.json")
+        if not os.path.isfile(config):
+            return ()
+        with open(config, encoding="utf-8") as f:
+            return tuple(json.load(f).get("architectures") or ())
 
     def __contains__(self, name):
         return name in self._sources

@@ -6,6 +6,7 @@ from bert4long.cli.inputs import (
     check_checkpoint,
     describe_tokenizer,
     max_position_of,
+    source_of,
     tokenizer_folder,
     tokenizer_for,
 )
@@ -118,7 +119,7 @@ def _encoder_to_export(args):
     if args.raw_text:
         _refuse_raw_text_for(tokenizer_folder(args))
     check_model_options(args, max_position_of(args), check_length=False)  # the export reads any length
-    return build_transformer_model(args.config, args.checkpoint, with_mlm=args.with_mlm, with_pool=args.with_pool,
+    return build_transformer_model(source_of(args), with_mlm=args.with_mlm, with_pool=args.with_pool,
                                    **model_kwargs(args))
 
 
@@ -130,17 +131,17 @@ def add_info_arguments(parser):
 
 def run_info(args):
     from bert4long.checkpoint_layout import open_checkpoint
-    from bert4long.config_keys import read_config
-    from bert4long.huggingface import folder_family, read_huggingface_config
     from bert4long.safetensors_io import SafetensorsReader
+    from bert4long.source import resolve_source
 
     with open_checkpoint(args.checkpoint) as reader:   # the same reader, and choice of format, as model loading
-        if isinstance(reader, SafetensorsReader):
-            config_path = os.path.join(args.checkpoint, "config.json")
-            config = read_huggingface_config(config_path)
+        if isinstance(reader, SafetensorsReader):   # its own config.json (the source reads it)
+            config_path, given = os.path.join(args.checkpoint, "config.json"), None
         else:
             config_path = args.config or os.path.join(os.path.dirname(reader.prefix), "bert_config.json")
-            config = read_config(config_path) if os.path.isfile(config_path) else {}
+            given = config_path if os.path.isfile(config_path) else None
+        source = resolve_source(args.checkpoint, given, reader=reader)   # the config read once, the reader kept
+        config = source.config if source.huggingface else source.file_config
         print("config:")
         for key, value in sorted(config.items()):
             print(f"  {key}: {value}")
@@ -149,27 +150,27 @@ def run_info(args):
         print(f"variables ({len(listed)}):")
         for key in sorted(listed):
             print(f"  {key} {list(reader.shape(listed[key]))}")
-        family = folder_family(args.checkpoint) if isinstance(reader, SafetensorsReader) else None
-        if family is not None and family.reads_own_names:   # its own tensor names, task prefix and head names
-            _print_family_lines(reader, config, family)
-            print(_tokenizer_line(args))
+        if source.huggingface and source.family.reads_own_names:   # its own tensor names, task prefix and heads
+            _print_family_lines(reader, config, source.family)
+            print(_tokenizer_line(args, source))
             return
-        _print_google_lines(args, reader, config, config_path)
+        _print_google_lines(args, source, config, config_path)
 
 
-def _print_google_lines(args, reader, config, config_path):
+def _print_google_lines(args, source, config, config_path):
     """Lengths, heads, tokenizer and attention fit of a checkpoint read under Google names."""
     import numpy as np
 
-    from bert4long.config_keys import read_config, trained_positions
+    from bert4long.config_keys import trained_positions
 
+    reader = source.reader
     n = trained_positions(config)
     if n:
-        print(_lengths_line(n, read_config(config_path) if os.path.isfile(config_path) else {}, config_path))
+        print(_lengths_line(n, source.file_config, config_path))
     heads = [h for h, p in (("MLM", "cls/predictions/"), ("NSP", "cls/seq_relationship/"), ("pooler", "bert/pooler/"))
              if any(name.startswith(p) for name in reader.names())]
     print(f"heads: {', '.join(heads) or 'none (encoder only)'}")
-    print(_tokenizer_line(args))
+    print(_tokenizer_line(args, source))
     if all(k in config for k in ("hidden_size", "num_hidden_layers", "num_attention_heads")):
         parameters = sum(int(np.prod(reader.shape(name))) for name in reader.names()
                          if not name.endswith(("adam_m", "adam_v")))
@@ -194,11 +195,14 @@ def _lengths_line(n, config, path):
             f"(hierarchical_position=True); {longer}")
 
 
-def _tokenizer_line(args):
-    """Which tokenizer the commands would use for this checkpoint, or why there is none."""
+def _tokenizer_line(args, source=None):
+    """Which tokenizer the commands would use for this checkpoint, or why there is none (``source``: the
+    checkpoint's `bert4long.source.Source`, resolved already)."""
     from argparse import Namespace
 
     probe = Namespace(checkpoint=args.checkpoint, config=args.config, vocab=None, lower_case=None)
+    if source is not None:   # what `source_of` would resolve, read once already
+        probe.resolved_source = ((args.checkpoint, args.config, None), source)
     try:
         return describe_tokenizer(tokenizer_for(probe), probe)
     except (FileNotFoundError, ValueError) as error:

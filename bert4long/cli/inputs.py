@@ -29,18 +29,32 @@ def default_config(args):
             args.config = candidate
 
 
+def source_of(args):
+    """The `bert4long.source.Source` of --checkpoint/--config/--model (None with neither): resolved on the first
+    call (the config read and the checkpoint opened once) and kept on ``args`` for every later one."""
+    from bert4long.models import MODELS
+    from bert4long.source import resolve_source
+
+    checkpoint, config, model = (getattr(args, k, None) for k in ("checkpoint", "config", "model"))
+    key = (checkpoint, config, model)
+    cached = getattr(args, "resolved_source", None)
+    if cached is not None and cached[0] == key:
+        return cached[1]
+    if checkpoint is None and config is None:
+        return None
+    if model is not None and model.lower() not in MODELS:
+        raise ValueError(f"--model {model!r} is unknown: choose one of {sorted(MODELS)}")
+    if config is not None and not os.path.isfile(config):
+        raise FileNotFoundError(f"--config {config!r}: no such file; pass the model's bert_config.json")
+    source = resolve_source(checkpoint, config, (model or "bert").lower())
+    args.resolved_source = (key, source)
+    return source
+
+
 def max_position_of(args):
     """The trained number of positions of the checkpoint's config, or None if there is no config to read."""
-    from bert4long.config_keys import read_config, trained_positions
-    from bert4long.huggingface import is_huggingface_folder, read_huggingface_config
-
-    if getattr(args, "config", None):
-        if not os.path.isfile(args.config):
-            raise FileNotFoundError(f"--config {args.config!r}: no such file; pass the model's bert_config.json")
-        return trained_positions(read_config(args.config))
-    if is_huggingface_folder(getattr(args, "checkpoint", None)):  # its family's own reading (Longformer's offset)
-        return read_huggingface_config(args.checkpoint).get("max_position")
-    return None
+    source = source_of(args)
+    return source.trained_positions if source is not None else None
 
 
 # The files of a non-WordPiece tokenizer a run copies beside its model (and a sentencepiece *.model).
@@ -140,22 +154,22 @@ def tokenizer_for(args, vocab_path=None):
         vocab_path = vocab_path or find_vocab(args)
         args.lower_case = lower_case_for(args, vocab_path)
         tokenizer, source = Tokenizer(vocab_path, do_lower_case=args.lower_case), vocab_path
-    if getattr(args, "checkpoint", None) or getattr(args, "config", None):
+    resolved = source_of(args)
+    if resolved is not None:
         check_vocab_size(tokenizer.vocab_size, args.config, args.checkpoint, vocab_path=source,
-                         allow_padded=folder is not None)
-        check_pad_id(tokenizer, args, source)
+                         allow_padded=folder is not None, model_size=resolved.model_vocab_size())
+        check_pad_id(tokenizer, resolved, source)
     return tokenizer
 
 
-def check_pad_id(tokenizer, args, source):
-    """Refuse a tokenizer whose padding id is not the model's ``pad_token_id`` (the model finds padding by it)."""
-    from bert4long.huggingface import is_huggingface_folder, read_huggingface_config
-
-    if getattr(args, "config", None) is None and is_huggingface_folder(getattr(args, "checkpoint", None)):
-        model_pad = read_huggingface_config(args.checkpoint).get("pad_token_id")
+def check_pad_id(tokenizer, resolved, source):
+    """Refuse a tokenizer whose padding id is not the model's ``pad_token_id`` (the model finds padding by it):
+    for a Hugging Face folder read with its own config.json (``resolved``: its `bert4long.source.Source`)."""
+    if resolved.from_folder:
+        model_pad = resolved.pad_id
         if None not in (model_pad, tokenizer.pad_id) and model_pad != tokenizer.pad_id:
             raise ValueError(f"{source} pads with id {tokenizer.pad_id} but the model's config.json in "
-                             f"{args.checkpoint!r} says pad_token_id={model_pad}: padding would be read as text. "
+                             f"{resolved.checkpoint!r} says pad_token_id={model_pad}: padding would be read as text. "
                              "Use the tokenizer that came with this checkpoint (or fix pad_token_id).")
 
 

@@ -1,11 +1,11 @@
 """The masked-LM commands: ``pretrain`` (continued pretraining, resumable) and ``evaluate``.
 
 Both read through `bert4long.data`: `load_corpus` (tokenized once, cached in --out, skipped documents
-counted), `pack_documents`, and `mlm_batches`, whose per-epoch shuffle is a pure function of
+counted), `hold_out` (the end of every document, for MLM accuracy), `pack_for` (`pack_documents` with the
+tokenizer's ids), and `mlm_batches`, whose per-epoch shuffle is a pure function of
 (seed, epoch), so a resumed run reads exactly what the uninterrupted run would have.
 """
 import json
-import math
 import os
 import sys
 
@@ -13,6 +13,7 @@ from bert4long.cli.inputs import (
     check_checkpoint,
     describe_tokenizer,
     max_position_of,
+    source_of,
     tokenizer_for,
 )
 from bert4long.cli.options import (
@@ -33,6 +34,8 @@ from bert4long.cli.run_folder import (
     saved_line,
     start_writing,
 )
+from bert4long.data.holdout import hold_out
+from bert4long.data.packing import pack_for
 from bert4long.model_registry import family
 from bert4long.outputs import write_text_atomically
 
@@ -61,23 +64,6 @@ def add_pretrain_arguments(parser):
                         help="steps fitting a missing MLM head on the frozen encoder first (default 200)")
 
 
-def hold_out(token_ids, share):
-    """``(train, held_out)``: the last ``ceil(share * len)`` tokens of every document are held out.
-
-    >>> hold_out([[1, 2, 3, 4], [5, 6]], 0.25)
-    ([[1, 2, 3], [5]], [[4], [6]])
-    """
-    if not share:
-        return list(token_ids), []
-    train, held = [], []
-    for ids in token_ids:
-        cut = len(ids) - math.ceil(share * len(ids))
-        if cut > 0:
-            train.append(ids[:cut])
-        held.append(ids[cut:])
-    return train, held
-
-
 def _corpus(args, tokenizer):
     from bert4long.data.corpus import load_corpus
 
@@ -94,15 +80,11 @@ def _cache_corpus(corpus):
         save_corpus_cache(corpus, corpus.cache_path)
 
 
-def _pack(tokenizer, token_ids, seq_len):
-    from bert4long.data.packing import pack_documents
-
-    return pack_documents(token_ids, seq_len, cls_id=tokenizer.cls_id, sep_id=tokenizer.sep_id,
-                          pad_id=tokenizer.pad_id or 0)
-
-
 def check_pretrain_arguments(args):
-    """Everything that can be checked before the corpus is read or the model built."""
+    """Everything that can be checked before the corpus is read or the model built (once: a second call answers
+    what the first decided)."""
+    if getattr(args, "pretrain_checked", None) is not None:
+        return args.pretrain_checked
     demo = args.demo or set(args.given) <= {"out", "overwrite"}   # `bert4long pretrain [--out DIR]`: the main job
     if demo:
         from bert4long.cli.demo import apply_demo
@@ -120,6 +102,7 @@ def check_pretrain_arguments(args):
 
         list_files(args.corpus)  # a missing or empty --corpus is named before anything else is checked
     check_model_options(args, max_position_of(args))
+    args.pretrain_checked = demo
     return demo
 
 
@@ -194,15 +177,14 @@ def run_pretrain(args):
     print(describe_tokenizer(tokenizer, args), flush=True)
     corpus = _corpus(args, tokenizer)
     train_ids, eval_ids = hold_out(corpus.token_ids, args.holdout)
-    train_seqs = _pack(tokenizer, train_ids, args.seq_len)
+    train_seqs = pack_for(tokenizer, train_ids, args.seq_len)
     tokens = sum(len(ids) for ids in corpus.token_ids)
     print(f"corpus: {len(corpus)} documents, {tokens} tokens -> {len(train_seqs)} training sequences of "
           f"{args.seq_len}" + (f"; skipped {corpus.skipped}" if corpus.skipped else ""), flush=True)
     masker = masker_for(tokenizer, args.seq_len)
     strategy = get_strategy(args.distribute)
     with strategy.scope():
-        model, builder, has_head = build_mlm_model(args.config, args.checkpoint, precision=args.precision,
-                                                   **model_kwargs(args))
+        model, builder, has_head = build_mlm_model(source_of(args), precision=args.precision, **model_kwargs(args))
         optimizer = make_optimizer(args.learning_rate, args.steps, args.warmup_steps, args.weight_decay,
                                    args.clipnorm, args.accumulate)
         compile_mlm(model, optimizer, jit_compile=not args.no_xla)
@@ -213,7 +195,7 @@ def run_pretrain(args):
         _cache_corpus(corpus)
 
     def accuracy_at(length, count):
-        seqs = _pack(tokenizer, eval_ids, length)[:count]
+        seqs = pack_for(tokenizer, eval_ids, length)[:count]
         return evaluate_mlm(model, seqs, masker_for(tokenizer, length), batch_size=1)["mlm_accuracy"]
 
     lengths = sorted({min(trained, args.seq_len), args.seq_len}) if eval_ids else []
@@ -224,7 +206,7 @@ def run_pretrain(args):
         head_len = min(trained, args.seq_len)
         print("This checkpoint has no MLM head: fitting the tied head (MLM-Dense/Norm/Bias) on the frozen "
               f"encoder first, at {head_len} tokens.", flush=True)
-        _fit_head(model, tokenizer, train_seqs if args.seq_len == head_len else _pack(tokenizer, train_ids, head_len),
+        _fit_head(model, tokenizer, train_seqs if args.seq_len == head_len else pack_for(tokenizer, train_ids, head_len),
                   head_len, args, jit=not args.no_xla, steps=args.head_steps)
     if not resuming and lengths:
         before = {n: accuracy_at(n, args.eval_sequences) for n in lengths}
@@ -285,8 +267,8 @@ def run_evaluate(args):
     tokenizer = tokenizer_for(args)
     print(describe_tokenizer(tokenizer, args), file=sys.stderr)
     corpus = load_corpus(args.corpus, tokenizer, errors=args.errors)
-    seqs = _pack(tokenizer, corpus.token_ids, args.seq_len)[: args.max_sequences]
-    model, _, has_head = build_mlm_model(args.config, args.checkpoint, **model_kwargs(args))
+    seqs = pack_for(tokenizer, corpus.token_ids, args.seq_len)[: args.max_sequences]
+    model, _, has_head = build_mlm_model(source_of(args), **model_kwargs(args))
     if not has_head:
         print("warning: this checkpoint has no MLM head; the head is untrained (accuracy near 0)")
     result = evaluate_mlm(model, seqs, masker_for(tokenizer, args.seq_len), args.batch_size, seed=args.seed)

@@ -8,7 +8,6 @@ kernel's constructor, still before any weight is loaded.
 import argparse
 import ast
 import math
-import os
 
 from bert4long.kernel_names import BUILT_IN_KERNELS, DEFAULT_KERNEL
 
@@ -208,26 +207,16 @@ def check_model_options(args, max_position=None, check_length=True):
                              f"(trained: {max_position}): {fix}")
 
 
-def _config_file(args):
-    """The config the model is read from: --config, else a Hugging Face --checkpoint folder's config.json."""
-    from bert4long.huggingface import is_huggingface_folder
-
-    if getattr(args, "config", None):
-        return args.config
-    checkpoint = getattr(args, "checkpoint", None)
-    return os.path.join(checkpoint, "config.json") if is_huggingface_folder(checkpoint) else None
-
-
 def restore_recorded_positions(args):
     """Set the position options to the extension the checkpoint's config records (`bert4long.position_record`)
     when none was given, saying so on stderr; refuse a different one unless --override-position-extension."""
     import sys
 
-    from bert4long.config_keys import read_config
+    from bert4long.cli.inputs import source_of
     from bert4long.position_record import POSITION_OPTIONS, describe, recorded_extension, restore_position_options
 
-    path = _config_file(args)
-    config = read_config(path) if path and os.path.isfile(path) else {}
+    source = source_of(args)
+    path, config = (source.config_path, source.file_config) if source is not None else (None, {})
     recorded = recorded_extension(config, path)
     given = dict(zip(POSITION_OPTIONS, (args.hierarchical_position, args.position_extension, args.max_position)))
     asked = any(value is not None for value in given.values())
@@ -244,12 +233,10 @@ def restore_recorded_positions(args):
 
 def _family_of(args):
     """The `bert4long.family.Family` of a Hugging Face --checkpoint folder (None without one, or with --config)."""
-    from bert4long.huggingface import folder_family, is_huggingface_folder
+    from bert4long.cli.inputs import source_of
 
-    checkpoint = getattr(args, "checkpoint", None)
-    if getattr(args, "config", None) or not is_huggingface_folder(checkpoint):
-        return None
-    return folder_family(checkpoint)
+    source = source_of(args)
+    return source.family if source is not None and source.from_folder else None
 
 
 def model_kwargs(args):

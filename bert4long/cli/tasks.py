@@ -16,6 +16,7 @@ from bert4long.cli.inputs import (
     check_checkpoint,
     describe_tokenizer,
     max_position_of,
+    source_of,
     tokenizer_for,
 )
 from bert4long.cli.options import (
@@ -98,26 +99,10 @@ def _label_list(path, found):
 
 
 def _documents_as_rows(tokenizer, token_ids, args):
-    """int32 ``[N, seq_len]`` (pooling cls: the head of each document) or ``[N, chunks, seq_len]``."""
-    import numpy as np
+    """`bert4long.data.rows.document_rows` for --seq-len and --pooling (chunks: --chunks windows a document)."""
+    from bert4long.data.rows import document_rows
 
-    from bert4long.data.chunking import chunk_documents
-    from bert4long.data.truncation import truncate
-
-    pad = tokenizer.pad_id or 0
-    if args.pooling == "cls":
-        out = np.full((len(token_ids), args.seq_len), pad, "int32")
-        for i, doc in enumerate(token_ids):
-            row = truncate(doc, args.seq_len, cls_id=tokenizer.cls_id, sep_id=tokenizer.sep_id)
-            out[i, : len(row)] = row
-        return out
-    windows, _, owner = chunk_documents(token_ids, args.seq_len, cls_id=tokenizer.cls_id, sep_id=tokenizer.sep_id,
-                                        pad_id=pad)
-    out = np.full((len(token_ids), args.chunks, args.seq_len), pad, "int32")
-    for doc in range(len(token_ids)):
-        mine = windows[owner == doc][: args.chunks]
-        out[doc, : len(mine)] = mine
-    return out
+    return document_rows(tokenizer, token_ids, args.seq_len, args.chunks if args.pooling == "chunks" else None)
 
 
 def _classification_data(args, tokenizer, path, labels=None):
@@ -261,10 +246,10 @@ def run_finetune(args):
     global_tokens = "auto" if args.global_cls else None
     with strategy.scope():
         if args.task == "classify":
-            model = build_classifier(args.config, args.checkpoint, len(labels), pooling=args.pooling,
+            model = build_classifier(source_of(args), None, len(labels), pooling=args.pooling,
                                      precision=args.precision, global_tokens=global_tokens, **model_kwargs(args))
         else:
-            model = build_token_labeller(args.config, args.checkpoint, len(labels), precision=args.precision,
+            model = build_token_labeller(source_of(args), None, len(labels), precision=args.precision,
                                          global_tokens=global_tokens, **model_kwargs(args))
         compile_finetune(model, make_optimizer(args.learning_rate, args.steps, args.warmup_steps, args.weight_decay,
                                                args.clipnorm, args.accumulate), jit_compile=not args.no_xla)
@@ -483,7 +468,7 @@ def run_predict(args):
     if task == "embed":
         from bert4long.models import build_transformer_model
 
-        model = build_transformer_model(args.config, args.checkpoint, sequence_length=None,
+        model = build_transformer_model(source_of(args), sequence_length=None,
                                         hierarchical_position=None)
     else:
         model = load_final_model(os.path.join(args.run, MODEL_FILES[task]))

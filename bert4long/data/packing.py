@@ -29,3 +29,15 @@ def pack_documents(documents, seq_len, *, cls_id, sep_id, pad_id=0, drop_remaind
     body = np.full(rows * width, pad_id, dtype=np.int32)
     body[: min(len(stream), rows * width)] = stream[: rows * width]
     return np.concatenate([np.full((rows, 1), cls_id, np.int32), body.reshape(rows, width)], axis=1)
+
+
+def pack_for(tokenizer, documents, seq_len, drop_remainder=False):
+    """`pack_documents` with ``tokenizer``'s ``[CLS]``, ``[SEP]`` and padding ids (padding 0 if it has none).
+
+    >>> from types import SimpleNamespace
+    >>> tokenizer = SimpleNamespace(cls_id=0, sep_id=2, pad_id=1)   # RoBERTa's <s>, </s>, <pad>
+    >>> pack_for(tokenizer, [[5, 6, 7], [8, 9]], seq_len=4).tolist()
+    [[0, 5, 6, 7], [0, 2, 8, 9], [0, 2, 1, 1]]
+    """
+    return pack_documents(documents, seq_len, cls_id=tokenizer.cls_id, sep_id=tokenizer.sep_id,
+                          pad_id=tokenizer.pad_id or 0, drop_remainder=drop_remainder)

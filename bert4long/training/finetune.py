@@ -20,6 +20,7 @@ from bert4long.huggingface import folder_family, is_huggingface_folder
 from bert4long.layers import TakeToken
 from bert4long.model_registry import family
 from bert4long.models import build_transformer_model
+from bert4long.source import Source
 from bert4long.training.mlm import dtype_policy
 from bert4long.training.optim import loss_scaled
 
@@ -139,6 +140,8 @@ def global_positions(model, global_tokens="auto"):
 def _family(config_path, checkpoint_path, kwargs):
     """The family `build_transformer_model` will build: a Hugging Face folder's own-names family, else ``model``'s
     (None for a builder class)."""
+    if isinstance(config_path, Source):   # resolved once (`bert4long.source`)
+        return config_path.built_family()
     if config_path is None and is_huggingface_folder(checkpoint_path):
         config_path = os.path.join(checkpoint_path, "config.json")
     declared = folder_family(config_path) if config_path is not None else None

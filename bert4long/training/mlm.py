@@ -27,6 +27,7 @@ from bert4long.data.masking import MLMMasker
 from bert4long.data.order import example_order
 from bert4long.huggingface import is_huggingface_folder
 from bert4long.models import Transformer, build_transformer_model
+from bert4long.source import Source
 from bert4long.training.optim import loss_scaled
 
 HEAD_LAYERS = ("MLM-Dense", "MLM-Norm", "MLM-Bias")
@@ -63,14 +64,18 @@ def build_mlm_model(
     A checkpoint without MLM head (e.g. a Hugging Face sentence encoder) loads the
     encoder and starts the tied head as BERT initialises it (dense: truncated
     normal, LayerNorm: 1/0, output bias: 0). Returns ``(model, builder,
-    has_pretrained_head)``.
+    has_pretrained_head)``. ``config_path`` may be a `bert4long.source.Source` (``checkpoint_path`` None): its
+    open reader is loaded.
 
     Example:
     >>> from bert4long.training import build_mlm_model
     >>> model, builder, _ = build_mlm_model("bert_config.json", "bert_model.ckpt",
     ...                                     hierarchical_position=True)  # doctest: +SKIP
     """
-    if config_path is None and is_huggingface_folder(checkpoint_path):
+    source = config_path if isinstance(config_path, Source) else None
+    if source is not None:   # resolved once: its open reader is the checkpoint
+        config_path, checkpoint_path = source.without_reader(), source.reader
+    elif config_path is None and is_huggingface_folder(checkpoint_path):
         config_path = os.path.join(checkpoint_path, "config.json")
     with dtype_policy(precision):
         builder = build_transformer_model(
@@ -87,8 +92,9 @@ def build_mlm_model(
                 if error.name not in head:  # (Google names: cls/predictions/...; Longformer: lm_head.*)
                     raise
                 has_head = False
-                encoder = build_transformer_model(config_path, checkpoint_path, partial_load=partial_load, **{
-                    k: v for k, v in kwargs.items() if k not in ("recompute",)})
+                encoder = build_transformer_model(   # a source: its reader again
+                    source or config_path, None if source else checkpoint_path, partial_load=partial_load,
+                    **{k: v for k, v in kwargs.items() if k not in ("recompute",)})
                 for layer in encoder.layers:
                     if layer.weights:
                         builder.model.get_layer(layer.name).set_weights(layer.get_weights())
