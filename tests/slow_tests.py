@@ -2,10 +2,12 @@
 times, not guesses.
 
 ``slow_tests.txt`` lists, one per line, the tests that took at least `SLOW_SECONDS` in a full run on 2 CPU cores:
-a function (``path::name``) when every case of it did, else each slow case (``path::name[case]``: a suite
-parametrized over the families keeps its fast families in the fast lane); `tests/conftest.py` marks them. A module's
+a function (``path::name``) when every case of it did, else each slow case (``path::name[case]``: a
+parametrized test keeps its fast cases in the fast lane); `tests/conftest.py` marks them. A module's
 shared fixture is timed with the first test that uses it, so the fast lane's own run is read too: a fast test
-that pays a slow fixture there joins the list. Regenerate it from both runs' JUnit XML::
+that pays a slow fixture there joins the list (a test may also be marked ``@pytest.mark.slow`` in its file, as the
+family suite's checks beyond parity are, to keep the fast lane under 3 minutes). Regenerate it from both runs'
+JUnit XML::
 
     python -m pytest -q tests bert4long --junitxml=/tmp/all.xml
     python tests/slow_tests.py /tmp/all.xml

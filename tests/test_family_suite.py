@@ -31,7 +31,10 @@ NAMES = [declared.name for declared in families()]
 ATOL = RTOL = 1e-5
 LENGTH = 24  # Hugging Face folders: beyond Longformer's windows, ModernBERT's local window, BigBird's dense limit
 PRETRAIN_LENGTH = {True: 16, False: LENGTH}  # Google layout: its table's 16 rows; Hugging Face folders
-MIXED_SHARE = 0.02  # mixed_float16 logits within 2% of the largest float32 logit (measured ~0.3%)
+# The edit loop's fast lane (pytest -m "not slow") keeps build + parity for every family (about 1 s each);
+# the other checks (1-3 s each, the pretrain 10-30 s) run in the full suite, as CI does.
+SLOW = pytest.mark.slow
+MIXED_SHARE = 0.02  # mixed_float16 outputs within 2% of the largest float32 one (float16 rounding)
 
 
 def test_every_declared_family_has_a_tiny_checkpoint():
@@ -41,6 +44,10 @@ def test_every_declared_family_has_a_tiny_checkpoint():
 @pytest.fixture(params=NAMES)
 def tiny(request, tiny_family):
     return tiny_family(request.param)
+
+
+def family_of(tiny):
+    return next(declared for declared in families() if declared.name == tiny.name)
 
 
 def heads(tiny):
@@ -73,8 +80,7 @@ def reference(tiny, ids):
     if not tiny.google:
         torch = pytest.importorskip("torch")
         transformers = pytest.importorskip("transformers")
-        declared = next(f for f in families() if f.name == tiny.name)
-        model = getattr(transformers, declared.architecture + "ForMaskedLM").from_pretrained(tiny.checkpoint).eval()
+        model = getattr(transformers, family_of(tiny).architecture + "ForMaskedLM").from_pretrained(tiny.checkpoint).eval()
         with torch.no_grad():
             return model(input_ids=torch.tensor(ids, dtype=torch.long),
                          attention_mask=torch.tensor(ids != tiny.pad_id, dtype=torch.long)).logits.numpy()
@@ -90,7 +96,7 @@ def reference(tiny, ids):
 
 def test_builds_and_matches_its_reference(tiny):
     builder = tiny.build(return_keras_model=False, **heads(tiny))
-    assert type(builder) is next(f for f in families() if f.name == tiny.name).builder_class()
+    assert type(builder) is family_of(tiny).builder_class()
     ids = token_ids(tiny)
     ours, theirs = predict(builder.model, ids), reference(tiny, ids)
     assert ours.shape == theirs.shape
@@ -103,8 +109,7 @@ def save_and_reload(tiny, builder, folder):
     folder (the builder's own writer, or `write_huggingface_folder` for the families read under Google names),
     or a Google checkpoint with its ``bert_config.json``."""
     if not tiny.google:
-        declared = next(f for f in families() if f.name == tiny.name)
-        if declared.reads_own_names:
+        if family_of(tiny).reads_own_names:
             builder.save_weights_as_checkpoint(folder)
         else:
             write_huggingface_folder(builder, folder, model=tiny.name)
@@ -113,13 +118,14 @@ def save_and_reload(tiny, builder, folder):
     builder.save_weights_as_checkpoint(prefix)
     builder.write_config(os.path.join(folder, "bert_config.json"))
     original, written = read_weights(tiny.checkpoint), read_weights(prefix)
-    heads_written = {name for name in original if name.startswith(("cls/seq_relationship", "bert/pooler"))}
-    assert set(written) == set(original) - (heads_written - set(written))  # the original names, no others
+    not_built = {name for name in original if name.startswith(("cls/seq_relationship/", "bert/pooler/"))}
+    assert set(written) <= set(original) and set(original) - set(written) <= not_built  # the original names
     for name, value in written.items():
         np.testing.assert_array_equal(value, original[name], err_msg=name)
     return dataclasses.replace(tiny, checkpoint=prefix, config=os.path.join(folder, "bert_config.json"))
 
 
+@SLOW
 def test_checkpoint_round_trip_gives_identical_outputs(tiny, tmp_path):
     builder = tiny.build(return_keras_model=False, **heads(tiny))
     reloaded = save_and_reload(tiny, builder, str(tmp_path / "saved"))
@@ -127,6 +133,7 @@ def test_checkpoint_round_trip_gives_identical_outputs(tiny, tmp_path):
     np.testing.assert_array_equal(predict(reloaded.build(**heads(tiny)), ids), predict(builder.model, ids))
 
 
+@SLOW
 def test_keras_round_trip_gives_identical_outputs(tiny, tmp_path):
     model = tiny.build(**heads(tiny))
     path = str(tmp_path / "model.keras")
@@ -144,6 +151,7 @@ def float32_afterwards():
     keras.config.set_dtype_policy("float32")
 
 
+@SLOW
 def test_mixed_float16_is_finite_and_close_to_float32(tiny, float32_afterwards, request):
     if tiny.name == "electra":
         request.node.add_marker(pytest.mark.xfail(strict=True, reason=(
@@ -174,6 +182,7 @@ def xla_step_of_the_discriminator(tiny):
     assert sum(changed) > len(changed) // 2, f"{sum(changed)} of {len(changed)} weights changed"
 
 
+@SLOW
 def test_cli_pretrain_takes_two_xla_steps_with_the_tokenizers_ids(tiny, tmp_path, capsys, monkeypatch, request):
     """``pretrain`` in-process, jit-compiled (the command's default): it must feed the checkpoint's own
     tokenizer's ids (start, padding, mask; segment ids as the family takes them), take 2 XLA training steps to a
@@ -182,7 +191,7 @@ def test_cli_pretrain_takes_two_xla_steps_with_the_tokenizers_ids(tiny, tmp_path
         request.node.add_marker(pytest.mark.xfail(strict=True, reason=(
             "bug: pretrain --model albert_unshared trains, then fails saving: the Google ALBERT layout holds one "
             "shared block (refuse it before training, or save the unshared layers elsewhere)")))
-    declared = next(f for f in families() if f.name == tiny.name)
+    declared = family_of(tiny)
     tokenizer = load_tokenizer(os.path.dirname(tiny.checkpoint) if tiny.google else tiny.checkpoint)
     fed, original = [], bert4long.training.mlm_batches
 
