@@ -1,12 +1,12 @@
 """The bert4long command on Hugging Face folders of RoBERTa, Longformer, ModernBERT and BigBird, with their own
 tokenizers.
 
-Each folder holds a tiny random model saved by transformers' own class and a byte-level BPE tokenizer trained
-here with the `tokenizers` library (vocab.json + merges.txt for RoBERTa / Longformer / BigBird (block-sparse
-attention at 24 tokens, blocks of 2; its released tokenizer is sentencepiece), a tokenizer.json with
-[CLS]/[SEP] templates for ModernBERT), saved by transformers' tokenizer classes. The commands run in-process
-through `bert4long.cli.main`: pretrain must feed the tokenizer's own ids (mask, padding, start), finetune on a
-Longformer must give the first token global attention, export must serve the Python model's numbers.
+The folders are the shared tiny ones (`conftest.TINY_FAMILIES`): a tiny random model saved by transformers' own
+class and a byte-level BPE tokenizer trained with the `tokenizers` library (vocab.json + merges.txt for RoBERTa /
+Longformer / BigBird (block-sparse attention at 24 tokens, blocks of 2), a tokenizer.json with [CLS]/[SEP]
+templates for ModernBERT). The commands run in-process through `bert4long.cli.main`: finetune on a Longformer
+must give the first token global attention, export must serve the Python model's numbers (that pretrain feeds
+each tokenizer's own ids: tests/test_family_suite.py).
 """
 import json
 import os
@@ -15,6 +15,7 @@ import sys
 
 import numpy as np
 import pytest
+from conftest import CORPUS
 
 import bert4long.training
 from bert4long.cli import main
@@ -24,70 +25,13 @@ from bert4long.tokenizers import load_tokenizer
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 tokenizers = pytest.importorskip("tokenizers")
-CORPUS = [
-    "The quick brown fox jumps over the lazy dog. Long documents need long models, and long models need data.",
-    "Paris and Berlin are cities; Rome is one too. A city has streets, and streets have long names.",
-    "Numbers such as 2048 tokens and 4096 positions appear in papers about long documents.",
-    "A dog and a fox met in the city. The fox was quick, the dog was lazy, the city was big.",
-] * 3
-ROBERTA_SPECIALS = ["<s>", "<pad>", "</s>", "<unk>", "<mask>"]      # ids 0-4: pad 1, as RoBERTa's
-MODERN_SPECIALS = ["<|endoftext|>", "<|padding|>", "[UNK]", "[CLS]", "[SEP]", "[PAD]", "[MASK]"]
 SEQ_LEN = 24
 
 
-def _bpe(specials):
-    bpe = tokenizers.ByteLevelBPETokenizer()
-    bpe.train_from_iterator(CORPUS, vocab_size=300, min_frequency=1, special_tokens=specials, show_progress=False)
-    return bpe
-
-
-def _roberta_style(folder, model_class, config_class, **config):
-    """A RoBERTa-style folder: vocab.json + merges.txt tokenizer (saved by RobertaTokenizer) and the model."""
-    folder.mkdir()
-    _bpe(ROBERTA_SPECIALS).save_model(str(folder))
-    tokenizer = transformers.RobertaTokenizer(vocab=str(folder / "vocab.json"), merges=str(folder / "merges.txt"))
-    tokenizer.save_pretrained(folder)
-    torch.manual_seed(0)
-    size = len(tokenizer)
-    model = getattr(transformers, model_class)(getattr(transformers, config_class)(
-        vocab_size=size, hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=37,
-        pad_token_id=1, bos_token_id=0, eos_token_id=2, **config))
-    model.save_pretrained(folder)
-    return str(folder)
-
-
-def _modernbert(folder):
-    bpe = _bpe(MODERN_SPECIALS)
-    ids = {t: bpe.token_to_id(t) for t in MODERN_SPECIALS}
-    bpe._tokenizer.post_processor = tokenizers.processors.TemplateProcessing(
-        single="[CLS]:0 $A:0 [SEP]:0", pair="[CLS]:0 $A:0 [SEP]:0 $B:1 [SEP]:1",
-        special_tokens=[("[CLS]", ids["[CLS]"]), ("[SEP]", ids["[SEP]"])])
-    fast = transformers.PreTrainedTokenizerFast(
-        tokenizer_object=bpe._tokenizer, cls_token="[CLS]", sep_token="[SEP]", pad_token="[PAD]",
-        unk_token="[UNK]", mask_token="[MASK]", bos_token="<|endoftext|>", eos_token="<|endoftext|>")
-    fast.save_pretrained(folder)
-    torch.manual_seed(0)
-    config = transformers.ModernBertConfig(
-        vocab_size=len(fast) + 3, hidden_size=32, intermediate_size=40, num_hidden_layers=3,  # a padded table
-        num_attention_heads=2, local_attention=8, global_attn_every_n_layers=2, max_position_embeddings=128,
-        pad_token_id=ids["[PAD]"], cls_token_id=ids["[CLS]"], sep_token_id=ids["[SEP]"],
-        bos_token_id=ids["[CLS]"], eos_token_id=ids["[SEP]"])
-    transformers.ModernBertForMaskedLM(config).save_pretrained(folder)
-    return str(folder)
-
-
 @pytest.fixture(scope="module")
-def folders(tmp_path_factory):
-    root = tmp_path_factory.mktemp("families")
-    return {
-        "roberta": _roberta_style(root / "roberta", "RobertaForMaskedLM", "RobertaConfig", max_position_embeddings=66,
-                                  type_vocab_size=1),
-        "longformer": _roberta_style(root / "longformer", "LongformerForMaskedLM", "LongformerConfig",
-                                     attention_window=[4, 8], max_position_embeddings=66, type_vocab_size=1),
-        "modernbert": _modernbert(root / "modernbert"),
-        "big_bird": _roberta_style(root / "big_bird", "BigBirdForMaskedLM", "BigBirdConfig", block_size=2,
-                                   num_random_blocks=1, max_position_embeddings=64, sep_token_id=2),
-    }
+def folders(tiny_family):
+    """The shared tiny folders (`conftest.TINY_FAMILIES`)."""
+    return {name: tiny_family(name).checkpoint for name in ("roberta", "longformer", "modernbert", "big_bird")}
 
 
 @pytest.fixture(scope="module")
@@ -110,48 +54,6 @@ def run(argv, capsys):
     out, err = capsys.readouterr()
     assert status == 0, out[-2000:] + err[-3000:]
     return out, err
-
-
-@pytest.mark.parametrize("family", ["roberta", "longformer", "modernbert", "big_bird"])
-def test_pretrain_feeds_the_tokenizers_ids(folders, data, family, tmp_path, capsys, monkeypatch):
-    folder = folders[family]
-    tokenizer = load_tokenizer(folder)
-    fed = []
-    original = bert4long.training.mlm_batches
-
-    def recording(sequences, masker, *args, **kwargs):
-        fed.append((np.asarray(sequences), masker, kwargs.get("segment_ids", True)))
-        return original(sequences, masker, *args, **kwargs)
-
-    monkeypatch.setattr(bert4long.training, "mlm_batches", recording)
-    out_dir = str(tmp_path / "run")
-    out, _ = run(["pretrain", "--checkpoint", folder, "--corpus", data["corpus"], "--seq-len", str(SEQ_LEN),
-                  "--steps", "2", "--batch-size", "2", "--save-every", "2", "--holdout", "0", "--no-xla", "--quiet",
-                  "--out", out_dir], capsys)
-    assert "tokenizer: HuggingFaceTokenizer" in out and f"pad {tokenizer.pad_id}, mask {tokenizer.mask_id}" in out
-    sequences, masker, segments = fed[0]
-    assert segments == (family != "modernbert")
-    assert masker.mask_id == tokenizer.token_to_id("<mask>" if family != "modernbert" else "[MASK]")
-    assert all(masker.special[i] for i in (tokenizer.pad_id, tokenizer.cls_id, tokenizer.sep_id, tokenizer.mask_id))
-    assert not np.isin(masker.random_pool, [tokenizer.pad_id, tokenizer.cls_id, tokenizer.mask_id]).any()
-    assert (sequences[:, 0] == tokenizer.cls_id).all()
-    assert sequences[-1, -1] == tokenizer.pad_id and tokenizer.pad_id != 0  # the last row is padded with it
-    x, _, weights = next(iter(original(sequences, masker, 2, segment_ids=segments)))
-    assert (np.asarray(x[0]) == tokenizer.mask_id).any() and float(np.sum(weights)) > 0
-    summary = json.load(open(os.path.join(out_dir, "summary.json")))
-    assert np.isfinite(summary["logs"]["loss"])
-    saved = os.listdir(out_dir)
-    tokenizer_files = {"vocab.json", "merges.txt"} if family != "modernbert" else {"tokenizer.json"}
-    assert tokenizer_files <= set(saved) and "model.keras" in saved
-    if family == "roberta":
-        assert "bert_model.ckpt.index" in saved
-    else:  # a Hugging Face folder the next command (and transformers) reads, tokenizer included
-        assert {"config.json", "model.safetensors"} <= set(saved)
-        assert load_tokenizer(out_dir).encode("A city.") == tokenizer.encode("A city.")
-        trained = build_transformer_model(checkpoint_path=out_dir, with_mlm="linear")
-        ids = np.array([tokenizer.encode("A city and a fox.")[0]], "int32")
-        logits = trained.predict([ids] if family == "modernbert" else [ids, ids * 0], verbose=0)
-        assert logits.shape == (1, ids.shape[1], trained.output_shape[-1]) and np.isfinite(logits).all()
 
 
 def test_longformer_finetune_global_cls_predict_export_info(folders, data, tmp_path, capsys, monkeypatch):

@@ -1,19 +1,22 @@
-"""NEZHA, RoFormer and ELECTRA: parity with independent numpy references, checkpoints, serialization."""
+"""NEZHA, RoFormer and ELECTRA beyond the family suite (tests/test_family_suite.py: build, parity at 16 tokens,
+round trips, XLA step, mixed precision, pretrain): lengths beyond the config, clipping, chunked and causal attention,
+bad input."""
 import keras
 import numpy as np
 import pytest
 import tensorflow as tf
+from conftest import NEZHA_MAX_RELATIVE
 from numpy_bert import read_weights
-from numpy_families import bert_heads, electra_discriminator, encoder_forward, nezha_relative_table
+from numpy_families import bert_heads, encoder_forward, nezha_relative_table
 
 from bert4long.layers import MultiHeadAttention, RelativePositionEmbedding, SinusoidalPositionEmbedding
 from bert4long.models import build_transformer_model
-from bert4long.testing import TINY_CONFIG, write_tiny_checkpoint
+from bert4long.testing import TINY_CONFIG
 
 N = TINY_CONFIG["max_position_embeddings"]  # 16: lengths above it prove there is no position table
 HEADS, LAYERS, VOCAB = TINY_CONFIG["num_attention_heads"], TINY_CONFIG["num_hidden_layers"], TINY_CONFIG["vocab_size"]
 KEY_SIZE = TINY_CONFIG["hidden_size"] // HEADS
-M = 5  # tiny max_relative_position, so that the clipping is exercised at short lengths
+M = NEZHA_MAX_RELATIVE  # the shared tiny NEZHA's max_relative_position (5): clipping at short lengths
 # float32 model vs float64 reference through 2 layers and LayerNorms.
 ATOL, RTOL = 2e-5, 1e-4
 
@@ -35,26 +38,16 @@ def predict(model, tokens, segments):
 
 
 @pytest.fixture(scope="module")
-def checkpoints(tmp_path_factory):
-    root = tmp_path_factory.mktemp("families")
-    return {
-        "nezha": write_tiny_checkpoint(str(root / "nezha"), model="nezha", seed=11, max_relative_position=M),
-        "roformer": write_tiny_checkpoint(str(root / "roformer"), model="roformer", seed=12),
-        "electra": write_tiny_checkpoint(str(root / "electra"), model="electra", seed=13),
-    }
+def checkpoints(tiny_family):
+    """The shared tiny checkpoints (`conftest.TINY_FAMILIES`): ``(config_path, checkpoint_prefix)``."""
+    return {name: (tiny_family(name).config, tiny_family(name).checkpoint) for name in ("nezha", "roformer", "electra")}
 
 
 @pytest.fixture(scope="module")
 def models(checkpoints):
-    """Keras models with every head each checkpoint has."""
-    built = {}
-    for name in ("nezha", "roformer"):
-        config_path, checkpoint_path, _ = checkpoints[name]
-        built[name] = build_transformer_model(config_path, checkpoint_path, model=name, with_pool=True,
-                                              with_mlm="linear")
-    config_path, checkpoint_path, _ = checkpoints["electra"]
-    built["electra"] = build_transformer_model(config_path, checkpoint_path, model="electra", with_discriminator=True)
-    return built
+    """NEZHA and RoFormer with their pooler and MLM logits."""
+    return {name: build_transformer_model(*checkpoints[name], model=name, with_pool=True, with_mlm="linear")
+            for name in ("nezha", "roformer")}
 
 
 def reference(checkpoints, name, tokens, segments, max_relative_position=M):
@@ -66,7 +59,7 @@ def reference(checkpoints, name, tokens, segments, max_relative_position=M):
 
 
 @pytest.mark.parametrize("name", ["nezha", "roformer"])
-@pytest.mark.parametrize("length", [7, N + 7, 3 * N])
+@pytest.mark.parametrize("length", [N + 7, 3 * N])  # up to N: tests/test_family_suite.py
 def test_relative_models_match_reference_beyond_max_position(checkpoints, models, rng, name, length):
     tokens, segments = random_batch(rng, length)
     pooled, logits = models[name].predict([tokens, segments], verbose=0)
@@ -85,22 +78,8 @@ def test_nezha_clipping_changes_outputs(checkpoints, rng):
     assert np.abs(clipped - unclipped).max() > 1e-2
 
 
-@pytest.mark.parametrize("length", [6, N])
-def test_electra_matches_reference(checkpoints, models, rng, length):
-    tokens, segments = random_batch(rng, length)
-    model = models["electra"]
-    probs = model.predict([tokens, segments], verbose=0)
-    encoder = keras.Model(model.inputs, model.get_layer(f"Transformer-{LAYERS - 1}-FeedForward-Norm").output)
-    sequence = encoder.predict([tokens, segments], verbose=0)
-    w, ref_sequence = reference(checkpoints, "electra", tokens, segments)
-    real = tokens != 0
-    assert probs.shape == (2, length, 1)
-    np.testing.assert_allclose(sequence[real], ref_sequence[real], atol=ATOL, rtol=RTOL)
-    np.testing.assert_allclose(probs[real], electra_discriminator(w, ref_sequence)[real], atol=ATOL, rtol=RTOL)
-
-
 def test_electra_encoder_only_and_projection(checkpoints):
-    config_path, checkpoint_path, _ = checkpoints["electra"]
+    config_path, checkpoint_path = checkpoints["electra"]
     encoder = build_transformer_model(config_path, checkpoint_path, model="electra", return_keras_model=False)
     assert encoder.model.output.shape[-1] == TINY_CONFIG["hidden_size"]
     assert encoder.model.get_layer("Embedding-Mapping").kernel.shape == (8, TINY_CONFIG["hidden_size"])
@@ -109,7 +88,7 @@ def test_electra_encoder_only_and_projection(checkpoints):
 
 
 def test_rotary_composes_with_chunked_attention(checkpoints, models, rng):
-    config_path, checkpoint_path, _ = checkpoints["roformer"]
+    config_path, checkpoint_path = checkpoints["roformer"]
     chunked = build_transformer_model(config_path, checkpoint_path, model="roformer", with_pool=True,
                                       with_mlm="linear", attention="chunked", attention_config={"block_size": 8})
     tokens, segments = random_batch(rng, 2 * N + 5)
@@ -117,35 +96,9 @@ def test_rotary_composes_with_chunked_attention(checkpoints, models, rng):
         np.testing.assert_allclose(a, b, atol=1e-5)
 
 
-@pytest.mark.parametrize("name", ["nezha", "roformer", "electra"])
-def test_checkpoint_round_trip_exact(checkpoints, tmp_path, name):
-    config_path, checkpoint_path, _ = checkpoints[name]
-    heads = {"with_discriminator": True} if name == "electra" else {"with_pool": True, "with_nsp": True,
-                                                                      "with_mlm": True}
-    builder = build_transformer_model(config_path, checkpoint_path, model=name, return_keras_model=False, **heads)
-    out = str(tmp_path / "out" / "model.ckpt")
-    builder.save_weights_as_checkpoint(out)
-    original, written = read_weights(checkpoint_path), read_weights(out)
-    assert set(written) == set(original)  # the original names, no position table for nezha/roformer
-    for variable, value in original.items():
-        np.testing.assert_array_equal(written[variable], value, err_msg=variable)
-
-
-@pytest.mark.parametrize("name", ["nezha", "roformer", "electra"])
-def test_keras_save_and_reload_identical(models, tmp_path, rng, name):
-    tokens, segments = random_batch(rng, 12)
-    path = str(tmp_path / f"{name}.keras")
-    models[name].save(path)
-    reloaded = keras.models.load_model(path)
-    for a, b in zip(predict(models[name], tokens, segments), predict(reloaded, tokens, segments)):
-        np.testing.assert_array_equal(a, b)
-    for layer in models[name].layers:
-        if type(layer).__module__.startswith("bert4long"):
-            assert type(layer).from_config(layer.get_config()).get_config() == layer.get_config(), layer.name
-
-
 @pytest.mark.parametrize("name", ["nezha", "roformer"])
-def test_xla_variable_lengths_and_training(checkpoints, models, rng, name):
+def test_xla_forward_at_lengths_beyond_the_config_matches_eager(models, rng, name):
+    """(One XLA training step per family: tests/test_family_suite.py.)"""
     model = models[name]
 
     @tf.function(jit_compile=True, reduce_retracing=True)
@@ -156,14 +109,6 @@ def test_xla_variable_lengths_and_training(checkpoints, models, rng, name):
         tokens, segments = random_batch(rng, length)
         _, logits = forward(tf.constant(tokens), tf.constant(segments))
         np.testing.assert_allclose(logits.numpy(), model([tokens, segments])[1].numpy(), atol=1e-5)
-    config_path, checkpoint_path, _ = checkpoints[name]
-    mlm = build_transformer_model(config_path, checkpoint_path, model=name, with_mlm=True)
-    mlm.compile(optimizer=keras.optimizers.Adam(1e-2), loss="sparse_categorical_crossentropy", jit_compile=True)
-    tokens, segments = random_batch(rng, N + 4, pad_last=0)
-    first = mlm.train_on_batch([tokens, segments], tokens)
-    for _ in range(3):
-        last = mlm.train_on_batch([tokens, segments], tokens)
-    assert last < first
 
 
 # ------------------------------------------------------------------ position layers
@@ -213,7 +158,7 @@ def test_unsupported_combinations_name_the_fix(checkpoints):
 @pytest.mark.parametrize("name", ["nezha", "roformer"])
 def test_causal_lm_matches_reference(checkpoints, rng, name):
     """application='lm' adds the causal mask to NEZHA's own attention path and to the rotary kernel path."""
-    config_path, checkpoint_path, _ = checkpoints[name]
+    config_path, checkpoint_path = checkpoints[name]
     lm = build_transformer_model(config_path, checkpoint_path, model=name, application="lm", with_mlm="linear")
     length = N + 4
     tokens, segments = random_batch(rng, length, pad_last=0)
