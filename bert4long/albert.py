@@ -10,7 +10,7 @@ from bert4long.family import Family
 from bert4long.models import BERT
 
 ALBERT_FAMILY = Family("albert", "bert4long.albert:ALBERT")
-ALBERT_UNSHARED_FAMILY = Family("albert_unshared", "bert4long.albert:ALBERTUnshared")
+ALBERT_UNSHARED_FAMILY = Family("albert_unshared", "bert4long.albert:ALBERTUnshared", writes_back=False)
 
 
 class ALBERT(BERT):

@@ -10,7 +10,7 @@ from bert4long.family import Family
 from bert4long.layers.activations import get_activation
 from bert4long.models import BERT
 
-ELECTRA_FAMILY = Family("electra", "bert4long.electra:ELECTRA")
+ELECTRA_FAMILY = Family("electra", "bert4long.electra:ELECTRA", masked_lm=False)
 
 
 class ELECTRA(BERT):
@@ -52,7 +52,8 @@ class ELECTRA(BERT):
             return x
         activation = "sigmoid" if self.with_discriminator is True else self.with_discriminator
         x = self.dense(self.hidden_size, "Discriminator-Dense", activation=get_activation(self.hidden_act))(x)
-        return self.dense(1, "Discriminator-Prediction", activation=activation)(x)
+        # float32 like every MLM head (`MLM-Activation`): under mixed_float16 the probabilities and their loss
+        return self.dense(1, "Discriminator-Prediction", activation=activation, dtype="float32")(x)
 
     def variable_mapping(self):
         def electra(target):

@@ -60,6 +60,9 @@ class Family:
         global_tokens: its attention-mask input marks global tokens (Longformer).
         segment_ids: it takes segment ids as a second input.
         tokenizer: what its folders usually hold (``"wordpiece"``, ``"bpe"``, ``"sentencepiece"``).
+        masked_lm: its checkpoints have a masked-LM head to continue (ELECTRA's discriminator: none).
+        writes_back: trained weights can be written in its checkpoint layout (ALBERT's layout holds one shared
+            block, which unshared layers no longer fit).
     """
 
     name: str
@@ -78,6 +81,8 @@ class Family:
     global_tokens: bool = False
     segment_ids: bool = True
     tokenizer: str = "wordpiece"
+    masked_lm: bool = True
+    writes_back: bool = True
 
     def __post_init__(self):
         if self.checkpoint not in FORMATS:

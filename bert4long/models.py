@@ -209,8 +209,9 @@ class Transformer(CheckpointIO):
     def input_named(self, name):
         return next(i for i in self.inputs if i.name == name)
 
-    def dense(self, units, name, activation=None):
-        return keras.layers.Dense(units, activation=activation, kernel_initializer=self.initializer, name=name)
+    def dense(self, units, name, activation=None, dtype=None):
+        return keras.layers.Dense(units, activation=activation, kernel_initializer=self.initializer, name=name,
+                                  **({"dtype": dtype} if dtype else {}))
 
     def layer_norm(self, name):
         return keras.layers.LayerNormalization(epsilon=self.layer_norm_epsilon, name=name)

@@ -94,6 +94,7 @@ def check_pretrain_arguments(args):
         missing = " and ".join(f"--{k}" for k in ("checkpoint", "corpus") if getattr(args, k) is None)
         raise ValueError(f"pretrain needs {missing}; for the built-in demo pass --demo (or no arguments at all)")
     check_checkpoint(args)
+    _check_family_pretrains(args)
     if args.warmup_steps is not None and args.warmup_steps > args.steps:
         raise ValueError(f"--warmup-steps {args.warmup_steps} is more than --steps {args.steps}: use at most "
                          f"{args.steps}")
@@ -104,6 +105,23 @@ def check_pretrain_arguments(args):
     check_model_options(args, max_position_of(args))
     args.pretrain_checked = demo
     return demo
+
+
+def _check_family_pretrains(args):
+    """Refuse, before the corpus is read, a family whose checkpoint ``pretrain`` cannot continue or write back."""
+    source = source_of(args)
+    declared = source.built_family() if source is not None else None
+    if declared is None:
+        return
+    if not declared.masked_lm:
+        raise ValueError(f"--model {declared.name}: its checkpoints hold no masked-LM head to continue (an ELECTRA "
+                         "discriminator detects replaced tokens), so pretrain cannot train it: pretrain a checkpoint "
+                         "with an MLM head (BERT, RoBERTa, ...), or fine-tune this one (bert4long finetune).")
+    if not declared.writes_back:
+        raise ValueError(f"--model {declared.name}: pretrain writes the trained weights back in the checkpoint's "
+                         "layout, which holds one shared block, and the unshared layers would differ after training: "
+                         "pretrain with --model albert (shared, as trained), or fine-tune with --model "
+                         f"{declared.name} (bert4long finetune).")
 
 
 def _run_config(args, builder, train_seqs):
