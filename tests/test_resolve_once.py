@@ -218,3 +218,13 @@ def test_resolve_source_refuses_a_bad_config_naming_it(tmp_path):
     bad.write_text('{"hidden_size": 30, "num_attention_heads": 4}')
     with pytest.raises(ValueError, match="num_attention_heads = 4 does not divide hidden_size = 30"):
         resolve_source(config=str(bad))
+
+
+def test_a_source_with_another_checkpoint_or_model_is_refused(google_layout):
+    from bert4long.models import build_transformer_model
+    from bert4long.source import resolve_source
+
+    source = resolve_source(config=google_layout["config"], open_reader=False)
+    for extra in ({"checkpoint_path": google_layout["checkpoint"]}, {"model": "nezha"}):
+        with pytest.raises(ValueError, match="a Source names its own checkpoint and model"):
+            build_transformer_model(source, **extra)
