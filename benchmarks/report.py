@@ -265,8 +265,9 @@ def uses_long_context(point):
     return "yes" if gap > noise else "worse" if gap < -noise else "no (within noise)"
 
 
-def extension_claims(studies):
-    """Plain statements of where the post's claims hold on this base (from the 3x study)."""
+def extension_claims(studies, finetune=None):
+    """Plain statements of where the post's claims hold on this base (from the 3x study, and the fine-tuning
+    study's seeds for the last claim)."""
     data = studies.get(3)
     if not data:
         return []
@@ -325,10 +326,37 @@ def extension_claims(studies):
                      f"{acc_se(runs[best]['curve'][-1])} at step {reached[best]}; far fewer steps than the post's "
                      "3,000, so the claim is neither confirmed nor refuted.")
         lines.append(text)
+    if finetune:
+        lines.append(finetune_claim(finetune))
     return lines
 
 
-def extension_section(studies, figures, plt, report_dir, number):
+def finetune_claim(data):
+    """The post's last claim, longer input helping a fine-tuned classifier, from `finetune_study.py`'s rows: a
+    1,536-token model against 512, decided only where both have several seeds and differ by two standard errors."""
+    rows = {r["model"]: r for r in data.get("rows", [])}
+    short = rows.get("512")
+    longer = [r for name, r in rows.items() if name != "512"]
+    head = "Longer input helping a fine-tuned classifier (the post): "
+    if short is None or not longer:
+        return head + "not measured yet (`benchmarks/finetune_study.py`)."
+    parts, verdicts = [], []
+    for r in longer:
+        difference = r["macro_f1"] - short["macro_f1"]
+        se = (r["macro_f1_se"] ** 2 + short["macro_f1_se"] ** 2) ** 0.5 if min(r["seeds"], short["seeds"]) > 1 else None
+        parts.append(f"{r['model']} {fmt(r['macro_f1'])}" + (f" ± {fmt(r['macro_f1_se'])}" if r["seeds"] > 1 else "")
+                     + f" ({r['seeds']} seed{'s' * (r['seeds'] != 1)}), {difference:+.3f}")
+        verdicts.append(None if se is None or r["seeds"] < 3 else
+                        "confirmed" if difference > 2 * se else "refuted" if difference < -2 * se else "not decided")
+    decided = [v for v in verdicts if v]
+    verdict = ("not decided yet: seeds still running" if len(decided) < len(verdicts) else
+               "confirmed" if "confirmed" in decided else
+               "refuted" if all(v == "refuted" for v in decided) else "not decided (within two standard errors)")
+    return (head + f"{verdict}. Macro-F1 on the 57 validation speeches after the last epoch, against 512's "
+            f"{fmt(short['macro_f1'])} ± {fmt(short['macro_f1_se'])} ({short['seeds']} seeds): " + "; ".join(parts) + ".")
+
+
+def extension_section(studies, figures, plt, report_dir, number, finetune=None):
     first = studies[min(studies)]
     setup = first.get("setup", {})
     n = setup.get("base_length", 512)
@@ -475,14 +503,14 @@ def extension_section(studies, figures, plt, report_dir, number):
             fig.savefig(path, dpi=110)
             plt.close(fig)
             out.append(f"![MLM accuracy against continued MLM steps at 3x]({os.path.relpath(path, report_dir)})\n")
-    claims = extension_claims(studies)
+    claims = extension_claims(studies, finetune)
     if claims:
         out.append("### The post's claims on this base\n")
         out += [f"- {line}" for line in claims] + [""]
     return out
 
 
-def extension_headline(studies):
+def extension_headline(studies, finetune=None):
     lines = []
     for t, d in studies.items():
         zero, base = d.get("zero_shot", {}), d["base"]["at_base_length"]
@@ -493,7 +521,7 @@ def extension_headline(studies):
         lines.append(f"Real masked LM (minilm-mlm, {pct(base['acc_all'])} MLM accuracy at 512 on the held-out text), "
                      f"zero-shot at {t}× ({d['setup']['long_length']:,} tokens), all positions: " + ", ".join(parts)
                      + ".")
-    return lines + extension_claims(studies)
+    return lines + extension_claims(studies, finetune)
 
 
 # --- classification -------------------------------------------------------------------------------
@@ -709,6 +737,25 @@ def finetune_lengths_section(runs, number):
     return out
 
 
+def finetune_study_section(data, number):
+    """`benchmarks/finetune_study.py`: each model fine-tuned with several seeds, last-epoch scores as mean ± SE."""
+    settings = data.get("settings", {})
+    out = [f"## {number}. Fine-tuned classifiers at 512 and 1,536 tokens, several seeds\n",
+           (f"`bert4long finetune` on the 2012 convention speeches (party; {data['data']['train']} training and "
+            f"{data['data']['valid']} validation speeches, the split of §Fine-tuning cost), {settings.get('epochs')} "
+            f"epochs, learning rate {settings.get('learning_rate')}, batch {settings.get('batch_size')}, one fresh "
+            "process per seed (`benchmarks/finetune_study.py`). Scored after the last epoch (choosing the best epoch "
+            "on these 57 speeches would flatter every model); mean ± standard error over the seeds.\n")]
+    out.append(stamp_line(data.get("stamp")) + "\n")
+    def mean_se(r, key, show=fmt):
+        return show(r[key]) + (f" ± {show(r[key + '_se'])}" if r["seeds"] > 1 else " (one seed)")
+
+    rows = [[r["model"], r["seeds"], mean_se(r, "macro_f1"), mean_se(r, "accuracy", pct),
+             mean_se(r, "best_epoch_macro_f1"), fmt(r["s_per_epoch"], 0)] for r in data.get("rows", [])]
+    out.append(table(["model", "seeds", "macro-F1", "accuracy", "best epoch's macro-F1", "s per epoch"], rows) + "\n")
+    return out
+
+
 # --- peers' JSON: render whatever rows they hold ------------------------------------------------
 
 
@@ -789,9 +836,10 @@ def build_report(results_dir, figures, out_path):
     batch = load_json(os.path.join(results_dir, "batch_size.json"))
     speed = load_json(os.path.join(results_dir, "speed.json"))
     raw_text = load_json(os.path.join(results_dir, "raw_text_serving.json"))
+    finetune_study = load_json(os.path.join(results_dir, "finetune_study.json"))
     headline = []
     if extension:
-        headline += extension_headline(extension)
+        headline += extension_headline(extension, finetune_study)
     for tag, data in earlier:
         if not tag:  # the study of the earlier, in-script base: its section only
             headline += position_headline(data)
@@ -809,7 +857,7 @@ def build_report(results_dir, figures, out_path):
     report_dir = os.path.dirname(os.path.abspath(out_path))
     sections = []
     if extension:
-        sections.append(lambda k: extension_section(extension, figures, plt, report_dir, k))
+        sections.append(lambda k: extension_section(extension, figures, plt, report_dir, k, finetune_study))
     for tag, data in earlier:
         sections.append(lambda k, data=data, tag=tag: position_section(data, figures, plt, report_dir, k, tag=tag))
     if extension or earlier:
@@ -830,6 +878,8 @@ def build_report(results_dir, figures, out_path):
     finetune_lengths = runs_named(results_dir, "finetune_lengths")
     if finetune_lengths:
         sections.append(lambda k: finetune_lengths_section(finetune_lengths, k))
+    if finetune_study:
+        sections.append(lambda k: finetune_study_section(finetune_study, k))
     for name, title in PEERS:
         data = load_json(os.path.join(results_dir, name))
         png = os.path.join(results_dir, name.replace(".json", ".png"))

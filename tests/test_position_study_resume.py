@@ -124,6 +124,26 @@ def test_report_states_shares_errors_and_claims(tmp_path):
     assert "| hierarchical-0.4 | 100 of 1000 |" in text and "hierarchical-0.4 at step 100" in text
 
 
+def finetune_row(model, seeds, f1, se):
+    return {"model": model, "seeds": seeds, "macro_f1": f1, "macro_f1_se": se}
+
+
+@pytest.mark.parametrize("longer, verdict", [
+    (finetune_row("1536-base", 3, 0.70, 0.02), "confirmed"),          # +0.10 > 2 * sqrt(0.02² + 0.02²) = 0.057
+    (finetune_row("1536-base", 3, 0.50, 0.02), "refuted"),            # -0.10 beyond 0.057
+    (finetune_row("1536-base", 3, 0.64, 0.02), "not decided (within"),  # +0.04 < 0.057
+    (finetune_row("1536-base", 1, 0.90, float("nan")), "not decided yet: seeds still running"),
+])
+def test_finetune_claim_decides_only_beyond_two_standard_errors(longer, verdict):
+    sys.path.insert(0, BENCH)
+    spec = importlib.util.spec_from_file_location("report", os.path.join(BENCH, "report.py"))
+    report = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(report)
+    line = report.finetune_claim({"rows": [finetune_row("512", 3, 0.60, 0.02), longer]})
+    assert line.startswith("Longer input helping a fine-tuned classifier (the post): " + verdict), line
+    assert "512's 0.600 ± 0.020 (3 seeds)" in line
+
+
 def test_export_writes_folders_that_read_like_the_trained_models(runs, tmp_path):
     """`--stage export` turns each finished method's last state into a checkpoint folder: built from that folder
     alone (its config restores the position extension), the model gives the trained model's MLM outputs."""
