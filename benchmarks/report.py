@@ -745,7 +745,9 @@ def finetune_study_section(data, number):
             f"{data['data']['valid']} validation speeches, the split of §Fine-tuning cost), {settings.get('epochs')} "
             f"epochs, learning rate {settings.get('learning_rate')}, batch {settings.get('batch_size')}, one fresh "
             "process per seed (`benchmarks/finetune_study.py`). Scored after the last epoch (choosing the best epoch "
-            "on these 57 speeches would flatter every model); mean ± standard error over the seeds.\n")]
+            "on these 57 speeches would flatter every model); mean ± standard error over the seeds. Seconds per "
+            "epoch are wall time on a machine shared with other runs, some paused midway: a rough cost, not a "
+            "timing (the fine-tuning cost section has those).\n")]
     out.append(stamp_line(data.get("stamp")) + "\n")
     def mean_se(r, key, show=fmt):
         return show(r[key]) + (f" ± {show(r[key + '_se'])}" if r["seeds"] > 1 else " (one seed)")
