@@ -399,7 +399,7 @@ def build_transformer_model(
     >>> model = build_transformer_model("bert_config.json", "bert_model.ckpt",
     ...                                 hierarchical_position=True, with_mlm=True)  # doctest: +SKIP
     """
-    if isinstance(config_path, Source) and (checkpoint_path is not None or model != "bert"):
+    if isinstance(config_path, Source) and (checkpoint_path is not None or model not in ("bert", config_path.model)):
         raise ValueError("build_transformer_model(source, ...): a Source names its own checkpoint and model; drop "
                          "checkpoint_path= and model=, or give them to resolve_source instead.")
     source = config_path if isinstance(config_path, Source) else resolve_source(
