@@ -208,6 +208,10 @@ def checkpoint_variables(builder):
     return variables
 
 
+# The config files `stored_config` looks for beside a Google checkpoint, in order.
+BESIDE_CHECKPOINT = ("bert_config.json", "albert_config.json", "config.json")
+
+
 def stored_config(reader):
     """``(config in bert4long names, its path)`` stored beside the checkpoint ``reader`` reads; ``({}, None)`` if none."""
     if getattr(reader, "stored_config", None) is not None:   # read once already (`bert4long.source`)
@@ -215,7 +219,7 @@ def stored_config(reader):
     if isinstance(reader, SafetensorsReader):
         path = os.path.join(reader.prefix, "config.json")
         return (read_huggingface_config(path), path) if os.path.isfile(path) else ({}, None)
-    for name in ("bert_config.json", "albert_config.json", "config.json"):
+    for name in BESIDE_CHECKPOINT:
         path = os.path.join(os.path.dirname(reader.prefix), name)
         if os.path.isfile(path):
             try:

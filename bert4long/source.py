@@ -19,14 +19,12 @@ import functools
 import os
 from dataclasses import dataclass, replace
 
-from bert4long.checkpoint_layout import open_checkpoint
+from bert4long.checkpoint_layout import BESIDE_CHECKPOINT, open_checkpoint
 from bert4long.config_keys import CONFIG_RENAMES, from_google_config, read_config, trained_positions
 from bert4long.huggingface import config_family, is_huggingface_folder
 from bert4long.model_registry import family as family_named
 from bert4long.position_record import recorded_extension, restore_position_options
 
-# The config files `bert4long.checkpoint_layout.stored_config` looks for beside a Google checkpoint, in order.
-BESIDE_CHECKPOINT = ("bert_config.json", "albert_config.json", "config.json")
 # The word-embedding tables whose rows are a Google-layout checkpoint's vocabulary size.
 WORD_EMBEDDINGS = ("bert/embeddings/word_embeddings", "electra/embeddings/word_embeddings")
 
