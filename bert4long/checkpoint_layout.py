@@ -26,7 +26,7 @@ from bert4long.checkpoints import (  # noqa: F401 -- OPTIONAL_PREFIXES: a bert4l
     WeightReader,
     write_checkpoint,
 )
-from bert4long.config_keys import CONFIG_KEYS, CONFIG_RENAMES, read_config, to_google_config
+from bert4long.config_keys import CONFIG_KEYS, from_google_config, read_config, to_google_config
 from bert4long.huggingface import (
     is_family_folder,
     is_huggingface_folder,
@@ -228,7 +228,7 @@ def stored_config(reader):
                 return {}, None
             if "model_type" in config:
                 return {}, None
-            return {ours: config[google] for ours, google in CONFIG_RENAMES.items() if google in config} | config, path
+            return from_google_config(config), path
     return {}, None
 
 

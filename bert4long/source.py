@@ -20,7 +20,7 @@ import os
 from dataclasses import dataclass, replace
 
 from bert4long.checkpoint_layout import BESIDE_CHECKPOINT, open_checkpoint
-from bert4long.config_keys import CONFIG_RENAMES, from_google_config, read_config, trained_positions
+from bert4long.config_keys import from_google_config, read_config, trained_positions
 from bert4long.huggingface import config_family, is_huggingface_folder
 from bert4long.model_registry import family as family_named
 from bert4long.position_record import recorded_extension, restore_position_options
@@ -147,8 +147,7 @@ def _stored_config(source, reader):
     beside = next((p for p in (os.path.join(folder, n) for n in BESIDE_CHECKPOINT) if os.path.isfile(p)), None)
     if beside is None or source.config_path is None or not os.path.samefile(beside, source.config_path):
         return None
-    config = source.file_config
-    return {ours: config[google] for ours, google in CONFIG_RENAMES.items() if google in config} | config, beside
+    return from_google_config(source.file_config), beside
 
 
 def _open_reader(builder_class, path):
