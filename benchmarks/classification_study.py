@@ -22,9 +22,11 @@ Strategies (the document's content tokens, [CLS] ... [SEP] around each sequence)
   tfidf-512             no encoder: sklearn's TF-IDF (over the same first 510 WordPiece pieces) + logistic
                         regression, C chosen by an inner CV, all fitted per training fold: the user's baseline
   tfidf-whole           the same over the whole document
-  NAME-continued-LENGTH a model after continued MLM (``--continued NAME-continued-1536=FOLDER``: a folder that
-                        ``position_study.py --stage export`` wrote; its config restores its position extension),
-                        the first LENGTH - 2 tokens
+  NAME-LENGTH           another Google-layout checkpoint folder (``--folder NAME-LENGTH=FOLDER``), the first
+                        LENGTH - 2 tokens: e.g. the study's masked-LM base (``minilm-mlm-512=../shared/models/
+                        minilm-mlm``) and its models after continued MLM (``hierarchical-0.4-continued-1536=FOLDER``,
+                        written by ``position_study.py --stage export``). A config that records a position extension
+                        restores it; one that records none is extended hierarchically (alpha 0.4) past its positions
 
     python benchmarks/classification_study.py
     python benchmarks/classification_study.py --strategies head-512 hierarchical-1024
@@ -83,10 +85,9 @@ def encoder_for(strategy, args):
     from bert4long.models import build_transformer_model
     from bert4long.recurrence import SegmentRecurrentEncoder
 
-    if strategy in args.continued:   # a bert4long folder: its config records the positions it was trained with
-        folder = args.continued[strategy]
-        bert = build_transformer_model(os.path.join(folder, "bert_config.json"), os.path.join(folder, "bert_model.ckpt"))
-        return tf.function(lambda t, s: bert([t, s], training=False), reduce_retracing=True)
+    if strategy in args.folders:
+        return tf.function(folder_encoder(args.folders[strategy], int(strategy.rsplit("-", 1)[1]) // args.scale),
+                           reduce_retracing=True)
     long = strategy.split("-")[0] in ("hierarchical", "recurrence", "sliding")
     kwargs = {"hierarchical_position": 0.4} if long else {}
     if strategy.startswith("sliding"):
@@ -97,6 +98,19 @@ def encoder_for(strategy, args):
     # recurrence and windows want static lengths (multiples of the segment): a few traces, no shape relaxation
     static = strategy.startswith(("recurrence", "sliding"))
     return tf.function(lambda t, s: bert([t, s], training=False), reduce_retracing=not static)
+
+
+def folder_encoder(folder, length):
+    """The encoder of a Google-layout folder for ``length`` tokens: its recorded position extension, else
+    hierarchical positions (alpha 0.4) when ``length`` exceeds its trained positions."""
+    from bert4long.models import build_transformer_model
+    from bert4long.source import resolve_source
+
+    source = resolve_source(checkpoint=os.path.join(folder, "bert_model.ckpt"),
+                            config=os.path.join(folder, "bert_config.json"))
+    stretch = source.position_extension is None and length > source.trained_positions
+    bert = build_transformer_model(source, **({"hierarchical_position": 0.4} if stretch else {}))
+    return lambda t, s: bert([t, s], training=False)
 
 
 def features(strategy, documents, tokenizer, args):
@@ -237,7 +251,8 @@ def cross_validate(fit_predict, y, long_mask, folds, repeats):
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--strategies", nargs="+", default=list(STRATEGIES), choices=STRATEGIES)
+    parser.add_argument("--strategies", nargs="*", default=list(STRATEGIES), choices=STRATEGIES,
+                        help="the built-in rows to run (none: only --folder rows)")
     parser.add_argument("--folds", type=int, default=5)
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--C", type=float, default=1.0, help="inverse L2 strength (sklearn's C)")
@@ -245,17 +260,22 @@ def main(argv=None):
                         help="also report these C (sensitivity only: the table's C is fixed in advance)")
     parser.add_argument("--batch", type=int, default=4)
     parser.add_argument("--segment", type=int, default=512, help="recurrence segment / sliding window size")
-    parser.add_argument("--continued", nargs="*", default=[], metavar="NAME-continued-LENGTH=FOLDER",
-                        help="also rows for these models after continued MLM (folders of position_study --stage export)")
+    parser.add_argument("--folder", nargs="*", default=[], metavar="NAME-LENGTH=FOLDER",
+                        help="also rows for these Google-layout checkpoint folders, reading LENGTH tokens (e.g. "
+                             "hierarchical-0.4-continued-1536=FOLDER from position_study --stage export)")
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--out", default=None)
     parser.add_argument("--cache-dir", default=os.path.join(ROOT, "runs", "classification_study"))
     args = parser.parse_args(argv)
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
-    args.continued = dict(spec.split("=", 1) for spec in args.continued)
-    for name in args.continued:
-        if "-continued-" not in name or not name.rsplit("-", 1)[1].isdigit():
-            raise ValueError(f"--continued {name}=...: name it NAME-continued-LENGTH, e.g. hierarchical-0.4-continued-1536")
+    args.folders = dict(spec.split("=", 1) for spec in args.folder)
+    for name, folder in args.folders.items():
+        if not name.rsplit("-", 1)[-1].isdigit() or name in STRATEGIES:
+            raise ValueError(f"--folder {name}=...: name the row NAME-LENGTH (LENGTH: tokens read), not one of "
+                             f"the built-in strategies, e.g. hierarchical-0.4-continued-1536")
+        if not os.path.exists(os.path.join(folder, "bert_config.json")):
+            raise FileNotFoundError(f"--folder {name}={folder}: no bert_config.json there; give a Google-layout "
+                                    "checkpoint folder (bert_config.json, bert_model.ckpt.*)")
     texts, parties = load_speeches()
     args.scale = 1
     if args.quick:  # 12 speeches, tiny random model, every length / 16
@@ -270,7 +290,7 @@ def main(argv=None):
         args.config, args.checkpoint = write_tiny_config(os.path.join(args.cache_dir, "config.json")), None
     else:
         args.config, args.checkpoint = os.path.join(minilm_folder(), "config.json"), minilm_folder()
-    args.strategies = [*args.strategies, *args.continued]
+    args.strategies = [*args.strategies, *args.folders]
     args.out = args.out or os.path.join(HERE, "results", "classification_study_quick.json" if args.quick
                                         else "classification_study.json")
     labels = sorted(set(parties))
@@ -304,6 +324,7 @@ def main(argv=None):
             classifier, seconds = encoder_classifier(strategy, documents, tokenizer, args, table)
             c, sweep = args.C, args.C_sweep
         table[strategy] = {"feature_seconds": seconds, "C": c or "inner 5-fold CV",
+                           **({"folder": args.folders[strategy]} if strategy in args.folders else {}),
                            **cross_validate(classifier(c), y, long_mask, args.folds, args.repeats)}
         table[strategy]["by_C"] = {str(c): {k: v for k, v in cross_validate(classifier(c), y, long_mask, args.folds,
                                                                             args.repeats).items()

