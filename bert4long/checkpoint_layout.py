@@ -365,9 +365,11 @@ class CheckpointIO:
         """Yield ``(layer name, weight path, variable, checkpoint name, transform)`` for present layers."""
         return mapped_weights(self.model, self.variable_mapping())
 
-    def open_checkpoint(self, checkpoint_path):
-        """The `WeightReader` `load_weights_from_checkpoint` reads (see `open_checkpoint`; a reader is kept)."""
-        return open_checkpoint(checkpoint_path, self.family)
+    @classmethod
+    def open_checkpoint(cls, checkpoint_path):
+        """The `WeightReader` `load_weights_from_checkpoint` reads (see `open_checkpoint`; a reader is kept); a
+        class method, since reading a checkpoint needs no built model."""
+        return open_checkpoint(checkpoint_path, cls.family)
 
     def _to_layer(self, value, transform):
         return to_layer(value, transform, self.keep_tokens)

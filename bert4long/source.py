@@ -63,7 +63,7 @@ class Source:
         if self.from_folder and self.huggingface:   # its config.json, read here already
             reader = open_checkpoint(self.checkpoint, self.family, self.file_config)
         else:
-            reader = _open_reader(self.builder_class(), self.checkpoint)
+            reader = self.builder_class().open_checkpoint(self.checkpoint)
         stored = _stored_config(self, reader)
         if stored is not None:
             reader.stored_config = stored
@@ -148,14 +148,6 @@ def _stored_config(source, reader):
     if beside is None or source.config_path is None or not os.path.samefile(beside, source.config_path):
         return None
     return from_google_config(source.file_config), beside
-
-
-def _open_reader(builder_class, path):
-    """``builder_class``'s name-keyed reader of the checkpoint at ``path`` (its ``open_checkpoint``)."""
-    opener = getattr(builder_class, "open_checkpoint", None)
-    if opener is None:
-        return open_checkpoint(path)
-    return opener(builder_class.__new__(builder_class), path)   # the readers need no built model
 
 
 def resolve_source(checkpoint=None, config=None, model="bert", open_reader=True, reader=None):
