@@ -265,9 +265,22 @@ def uses_long_context(point):
     return "yes" if gap > noise else "worse" if gap < -noise else "no (within noise)"
 
 
+def beyond_noise(a, b):
+    """+1 / -1 / 0: accuracy row ``a`` above / below ``b`` (all positions) by more than two standard errors of the
+    difference (the two errors combined in quadrature), else 0."""
+    gap = a["acc_all"] - b["acc_all"]
+    noise = 2 * (binomial_se(a["acc_all"], n_all(a)) ** 2 + binomial_se(b["acc_all"], n_all(b)) ** 2) ** 0.5
+    return 1 if gap > noise else -1 if gap < -noise else 0
+
+
+WINDOW_VERDICTS = {"yes": "long reading ahead beyond noise", "no (within noise)": "within noise",
+                   "worse": "windows ahead beyond noise"}
+
+
 def extension_claims(studies, finetune=None):
-    """Plain statements of where the post's claims hold on this base (from the 3x study, and the fine-tuning
-    study's seeds for the last claim)."""
+    """Each of the post's claims with its verdict on this base (**confirmed**, **refuted**, **partly confirmed**
+    or **not decided**), from the 3x study, and the fine-tuning study's seeds for the last claim; plus whether the
+    continued models use the context beyond 512. A verdict needs a difference beyond two standard errors."""
     data = studies.get(3)
     if not data:
         return []
@@ -276,56 +289,76 @@ def extension_claims(studies, finetune=None):
     a4 = zero.get("hierarchical-0.4")
     if a4:
         kept = a4["acc_all"] / b
+        kept_se = kept * ((binomial_se(a4["acc_all"], n_all(a4)) / a4["acc_all"]) ** 2
+                          + (binomial_se(b, n_all(base)) / b) ** 2) ** 0.5
+        verdict = ("confirmed" if abs(kept - 0.69) <= 2 * kept_se else
+                   "refuted: fewer kept" if kept < 0.69 else "refuted: more kept")
         lines.append(
-            f"Zero-shot at 3× (the post: RoBERTa, hierarchical α = 0.4, ≈38% against ≈55% at 512, i.e. ≈69% kept): "
-            f"here α = 0.4 reaches {acc_se(a4)} against the base's {acc_se(base)} at 512, {100 * kept:.0f}% kept "
-            f"({100 * a4['acc_ge_all'] / b:.0f}% on positions ≥ 512). "
-            + ("The share kept is close to the post's" if abs(kept - 0.69) < 0.1 else
-               "The share kept is well below the post's" if kept < 0.69 else "The share kept is above the post's")
+            f"Zero-shot at 3× the model keeps ≈69% of its 512-token accuracy (the post: RoBERTa, hierarchical "
+            f"α = 0.4, ≈38% against ≈55%): **{verdict}** — here α = 0.4 reaches {acc_se(a4)} against the base's "
+            f"{acc_se(base)} at 512, {100 * kept:.0f} ± {100 * kept_se:.0f}% kept "
+            f"({100 * a4['acc_ge_all'] / b:.0f}% on positions ≥ 512)"
             + (f"; reading the same text as {data['setup'].get('base_length', 512)}-token windows (`split`) keeps "
                f"{100 * zero['split']['acc_all'] / b:.0f}%." if "split" in zero else "."))
     alphas = alpha_methods(zero)
     larger = [(a, m) for a, m in alphas if a > 0.4]
+    smaller = [(a, m) for a, m in alphas if a < 0.4]
     if a4 and larger:
-        def se(m):
-            return binomial_se(zero[m]["acc_all"], n_all(zero[m]))
-
-        beaten = [f"α = {a} ({pct(zero[m]['acc_all'])})" for a, m in larger
-                  if a4["acc_all"] - zero[m]["acc_all"] > 2 * (se(m) ** 2 + se("hierarchical-0.4") ** 2) ** 0.5]
-        smaller = [(a, m) for a, m in alphas if a < 0.4]
-        best_a, best_m = max(alphas, key=lambda am: zero[am[1]]["acc_all"])
-        lines.append(
-            "α = 0.4 better than larger α (the post): "
-            + (f"holds at 3× — α = 0.4 beats {', '.join(beaten)} by more than two standard errors"
-               if len(beaten) == len(larger) else
-               f"does not hold cleanly at 3× — α = 0.4 is ahead of only {', '.join(beaten) or 'none'} by more than two "
-               "standard errors")
-            + (f"; but smaller α is no worse here: the best α is {best_a} ({acc_se(zero[best_m])})"
-               + (" and α = 0.1–0.3 are within noise of each other and above α = 0.4"
-                  if smaller and all(zero[m]["acc_all"] >= a4["acc_all"] for _, m in smaller) else "")
-               if best_a != 0.4 else "; α = 0.4 is also the best α measured") + ".")
+        beaten = [f"α = {a} ({pct(zero[m]['acc_all'])})" for a, m in larger if beyond_noise(a4, zero[m]) > 0]
+        ahead = [f"α = {a} ({acc_se(zero[m])})" for a, m in smaller if beyond_noise(zero[m], a4) > 0]
+        tied = [f"α = {a} ({pct(zero[m]['acc_all'])})" for a, m in smaller if beyond_noise(zero[m], a4) == 0]
+        verdict = ("refuted" if ahead or not beaten else
+                   "confirmed" if len(beaten) == len(larger) and not tied else "partly confirmed")
+        text = (f"α = 0.4 is the best choice (the post): **{verdict}** — zero-shot at 3×, α = 0.4 "
+                f"({acc_se(a4)}) beats " + (", ".join(beaten) or "no larger α") + " by more than two standard errors")
+        if ahead:
+            text += "; smaller α does better: " + ", ".join(ahead)
+        elif tied:
+            text += "; smaller α is no worse: " + ", ".join(tied) + " are within noise of it"
+        trained = {m: r["curve"] for m, r in data.get("training", {}).items()
+                   if m.startswith("hierarchical-") and "+" not in m and r.get("curve")}
+        if "hierarchical-0.4" in trained and len(trained) > 1:
+            step = min(c[-1]["step"] for c in trained.values())
+            at = {m: next(e for e in c if e["step"] == step) for m, c in trained.items()}
+            others = [m for m in at if m != "hierarchical-0.4"]
+            text += (f". After {step} continued-MLM steps: α = 0.4 {acc_se(at['hierarchical-0.4'])}, "
+                     + ", ".join(f"α = {m.split('-', 1)[1]} {acc_se(at[m])}" for m in others)
+                     + {1: " (α = 0.4 ahead beyond noise)", -1: " (α = 0.4 behind beyond noise)",
+                        0: " (within noise)"}[min(beyond_noise(at["hierarchical-0.4"], at[m]) for m in others)])
+        lines.append(text + ".")
     if a4 and not larger:
-        lines.append("α = 0.4 better than larger α (the post): not tested yet at 3×, no α above 0.4 has been measured "
-                     "there.")
+        lines.append("α = 0.4 is the best choice (the post): **not decided** — no α above 0.4 has been measured at 3×.")
     runs = {m: r for m, r in data.get("training", {}).items() if r.get("curve")}
     if runs:
         reached = {m: r["curve"][-1]["step"] for m, r in runs.items()}
         above = {m: first_step_reaching(r["curve"], b) for m, r in runs.items()}
-        far = max(reached.values())
-        text = ("Recovery to the 512 level after ≈3,000 steps (the post): the 3× curves here reached "
-                + ", ".join(f"{m} step {s} of {runs[m].get('stop_at') or runs[m].get('steps')} planned"
-                            for m, s in reached.items()) + ". ")
+        planned = ", ".join(f"{m} {s} of {runs[m].get('stop_at') or runs[m].get('steps')}" for m, s in reached.items())
+        head = "Back to the 512-token accuracy within ≈3,000 continued-MLM steps (the post): "
         if any(above.values()):
-            text += "Back at or above the base's 512 accuracy: " + ", ".join(
-                f"{m} at step {s}" for m, s in above.items() if s) + "."
-        elif far == 0:
-            text += "No training step has been evaluated yet, so the claim is not tested here."
+            run = next(iter(runs.values()))
+            tokens = run.get("batch", 0) * data["setup"].get("long_length", 0)
+            text = (head + "**confirmed**, and sooner — at or above the base's "
+                    f"{pct(b)} at 512: " + ", ".join(f"{m} at step {s}" for m, s in above.items() if s)
+                    + (f" (batch {run['batch']} of {data['setup']['long_length']:,} tokens: {tokens:,} tokens a step)"
+                       if tokens else "")
+                    + f"; steps run: {planned}.")
+        elif max(reached.values()) == 0:
+            text = head + "**not decided** — no training step has been evaluated yet."
         else:
             best = max(runs, key=lambda m: runs[m]["curve"][-1]["acc_all"])
-            text += (f"None is back at the base's 512 level ({pct(b)}) yet: best {best} with "
-                     f"{acc_se(runs[best]['curve'][-1])} at step {reached[best]}; far fewer steps than the post's "
-                     "3,000, so the claim is neither confirmed nor refuted.")
+            text = (head + f"**not decided** — none is back at the base's 512 level ({pct(b)}) yet: best {best} with "
+                    f"{acc_se(runs[best]['curve'][-1])} at step {reached[best]}; steps run: {planned}.")
         lines.append(text)
+        verdicts = {m: uses_long_context(r["curve"][-1]) for m, r in runs.items()}
+        read = {m: v for m, v in verdicts.items() if v}
+        if read:
+            n = data["setup"].get("base_length", 512)
+            lines.append(
+                f"After continued MLM, the 3× model uses the context beyond {n} tokens (the issue's test, not the "
+                f"post's): **{'confirmed' if 'yes' in read.values() else 'not shown'}** — on positions ≥ {n}, long "
+                "reading against the same model read as windows: "
+                + "; ".join(f"{m} {acc_se(runs[m]['curve'][-1], 'ge')} vs {acc_se(runs[m]['curve'][-1]['split'], 'ge')}"
+                            f" ({WINDOW_VERDICTS[v]})" for m, v in read.items()) + ".")
     if finetune:
         lines.append(finetune_claim(finetune))
     return lines
@@ -339,7 +372,7 @@ def finetune_claim(data):
     longer = [r for name, r in rows.items() if name != "512"]
     head = "Longer input helping a fine-tuned classifier (the post): "
     if short is None or not longer:
-        return head + "not measured yet (`benchmarks/finetune_study.py`)."
+        return head + "**not decided**: not measured yet (`benchmarks/finetune_study.py`)."
     parts, verdicts = [], []
     for r in longer:
         difference = r["macro_f1"] - short["macro_f1"]
@@ -352,7 +385,7 @@ def finetune_claim(data):
     verdict = ("not decided yet: seeds still running" if len(decided) < len(verdicts) else
                "confirmed" if "confirmed" in decided else
                "refuted" if all(v == "refuted" for v in decided) else "not decided (within two standard errors)")
-    return (head + f"{verdict}. Macro-F1 on the 57 validation speeches after the last epoch, against 512's "
+    return (head + f"**{verdict}**. Macro-F1 on the 57 validation speeches after the last epoch, against 512's "
             f"{fmt(short['macro_f1'])} ± {fmt(short['macro_f1_se'])} ({short['seeds']} seeds): " + "; ".join(parts) + ".")
 
 

@@ -119,9 +119,39 @@ def test_report_states_shares_errors_and_claims(tmp_path):
     # sqrt(p (1 - p) / n) by hand: 0.5 over 400 -> 2.5 points; 0.345 over 400 -> 2.38
     assert "| base at 512 | 50.0 ± 2.5% | 100% | 400 |" in text
     assert "| hierarchical-0.4 | 34.5 ± 2.4% | 69% | 400 |" in text
-    assert "69% kept" in text and "close to the post's" in text
-    assert "holds at 3× — α = 0.4 beats α = 0.8 (20.0%)" in text
-    assert "| hierarchical-0.4 | 100 of 1000 |" in text and "hierarchical-0.4 at step 100" in text
+    # kept 0.345 / 0.5 = 69%, its error 69% * sqrt((2.38/34.5)² + (2.5/50)²) = 5.9 points: the post's 69% holds
+    assert "(the post: RoBERTa, hierarchical α = 0.4, ≈38% against ≈55%): **confirmed** — " in text
+    assert "69 ± 6% kept" in text
+    # 0.8 is beaten (14.5 points > 2 * 3.1), 0.1 (30.0%) is within noise of 0.4 (4.5 < 2 * 3.3): partly
+    assert ("α = 0.4 is the best choice (the post): **partly confirmed** — zero-shot at 3×, α = 0.4 (34.5 ± 2.4%) "
+            "beats α = 0.8 (20.0%) by more than two standard errors; smaller α is no worse: α = 0.1 (30.0%)") in text
+    assert "| hierarchical-0.4 | 100 of 1000 |" in text
+    assert "(the post): **confirmed**, and sooner — at or above the base's 50.0% at 512: hierarchical-0.4 at step 100" in text
+
+
+def load_report():
+    sys.path.insert(0, BENCH)
+    spec = importlib.util.spec_from_file_location("report", os.path.join(BENCH, "report.py"))
+    report = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(report)
+    return report
+
+
+@pytest.mark.parametrize("a1, verdict", [
+    (0.300, "**confirmed**"),          # α = 0.4 (34.5%) ahead of 0.1 by 4.5 points > 2.97
+    (0.340, "**partly confirmed**"),   # 0.5 points: within noise
+    (0.400, "**refuted**"),            # 0.1 ahead by 5.5 points
+])
+def test_alpha_claim_verdicts(a1, verdict):
+    """2,000 predictions a method: sqrt(p (1 - p) / 2000) ≈ 1.0-1.1 points, so two standard errors of a difference
+    are ≈ 2.9-3.0 points (by hand: 2 * sqrt(0.300 * 0.700 / 2000 + 0.345 * 0.655 / 2000) = 2.97 points)."""
+    report = load_report()
+    zero = {m: result_row(a, 1000, a, 1000) for m, a in
+            (("hierarchical-0.1", a1), ("hierarchical-0.4", 0.345), ("hierarchical-0.8", 0.2))}
+    study = {"setup": {"base_length": 512}, "base": {"at_base_length": result_row(0.5, 2000, 0.0, 0)},
+             "zero_shot": zero}
+    line = report.extension_claims({3: study})[1]
+    assert line.startswith("α = 0.4 is the best choice (the post): " + verdict), line
 
 
 def finetune_row(model, seeds, f1, se):
@@ -129,10 +159,10 @@ def finetune_row(model, seeds, f1, se):
 
 
 @pytest.mark.parametrize("longer, verdict", [
-    (finetune_row("1536-base", 3, 0.70, 0.02), "confirmed"),          # +0.10 > 2 * sqrt(0.02² + 0.02²) = 0.057
-    (finetune_row("1536-base", 3, 0.50, 0.02), "refuted"),            # -0.10 beyond 0.057
-    (finetune_row("1536-base", 3, 0.64, 0.02), "not decided (within"),  # +0.04 < 0.057
-    (finetune_row("1536-base", 1, 0.90, float("nan")), "not decided yet: seeds still running"),
+    (finetune_row("1536-base", 3, 0.70, 0.02), "**confirmed**"),          # +0.10 > 2 * sqrt(0.02² + 0.02²) = 0.057
+    (finetune_row("1536-base", 3, 0.50, 0.02), "**refuted**"),            # -0.10 beyond 0.057
+    (finetune_row("1536-base", 3, 0.64, 0.02), "**not decided (within"),  # +0.04 < 0.057
+    (finetune_row("1536-base", 1, 0.90, float("nan")), "**not decided yet: seeds still running**"),
 ])
 def test_finetune_claim_decides_only_beyond_two_standard_errors(longer, verdict):
     sys.path.insert(0, BENCH)
