@@ -341,6 +341,8 @@ def extension_claims(studies, finetune=None):
                     f"{pct(b)} at 512: " + ", ".join(f"{m} at step {s}" for m, s in above.items() if s)
                     + (f" (batch {run['batch']} of {data['setup']['long_length']:,} tokens: {tokens:,} tokens a step)"
                        if tokens else "")
+                    + "".join(f"; {m} not back by step {reached[m]} ({acc_se(runs[m]['curve'][-1])})"
+                              for m, s in above.items() if not s)
                     + f"; steps run: {planned}.")
         elif max(reached.values()) == 0:
             text = head + "**not decided** — no training step has been evaluated yet."

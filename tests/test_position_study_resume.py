@@ -111,7 +111,9 @@ def test_report_states_shares_errors_and_claims(tmp_path):
     study = {"setup": {"base_length": 512, "long_length": 1536, "eval_sequences": 4, "held_out_articles": [5, 10]},
              "base": {"at_base_length": result_row(0.5, 400, 0.0, 0)}, "zero_shot": zero,
              "training": {"hierarchical-0.4": {"steps": 1000, "eval_every": 100, "batch": 2, "lr": 1e-4,
-                                               "curve": curve}}}
+                                               "curve": curve},
+                          "copy": {"steps": 1000, "curve": [{"step": 0, "train_loss": None, **zero["copy"]},
+                                                            {"step": 100, "train_loss": 2.5, **zero["copy"]}]}}}
     (tmp_path / "position_study_3x.json").write_text(json.dumps(study))
     out = tmp_path / "results.md"
     report.main(["--results", str(tmp_path), "--out", str(out), "--figures", str(tmp_path / "figures")])
@@ -127,6 +129,7 @@ def test_report_states_shares_errors_and_claims(tmp_path):
             "beats α = 0.8 (20.0%) by more than two standard errors; smaller α is no worse: α = 0.1 (30.0%)") in text
     assert "| hierarchical-0.4 | 100 of 1000 |" in text
     assert "(the post): **confirmed**, and sooner — at or above the base's 50.0% at 512: hierarchical-0.4 at step 100" in text
+    assert "; copy not back by step 100 (30.0 ± 2.3%)" in text   # sqrt(0.3 * 0.7 / 400) = 2.29 points
 
 
 def load_report():
