@@ -3,7 +3,9 @@
 * ``hierarchical``: ``q[i*n + j] = a*u[i] + (1-a)*u[j]``, ``u = (p - a*p[0]) / (1-a)``
   (Su, 2020); up to ``n*n`` positions, first ``n`` rows unchanged.
 * ``copy``: ``q[k] = p[k mod n]``, the table tiled (Longformer's initialisation);
-  a length that is not a multiple of ``n`` ends with a truncated tile.
+  a length that is not a multiple of ``n`` ends with a truncated tile. Applied in a model,
+  every method is computed from the ``n`` trained rows, so training keeps ``q[k]`` and
+  ``q[k + n]`` equal under ``copy``; ``bert4long extend`` materialises rows that train apart.
 * ``interpolate``: position interpolation (Chen et al., 2023): position ``k`` of a
   ``length``-token input reads the table at ``k * n / length``, linearly
   interpolated between neighbouring rows; every row changes, none is extrapolated.
