@@ -268,6 +268,9 @@ def main(argv=None):
     parser.add_argument("--cache-dir", default=os.path.join(ROOT, "runs", "classification_study"))
     args = parser.parse_args(argv)
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+    malformed = [spec for spec in args.folder if "=" not in spec]
+    if malformed:
+        raise ValueError(f"--folder {malformed[0]}: write NAME-LENGTH=FOLDER, e.g. minilm-mlm-512=../shared/models/minilm-mlm")
     args.folders = dict(spec.split("=", 1) for spec in args.folder)
     for name, folder in args.folders.items():
         if not name.rsplit("-", 1)[-1].isdigit() or name in STRATEGIES:
