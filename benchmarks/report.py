@@ -367,28 +367,37 @@ def extension_claims(studies, finetune=None):
 
 
 def finetune_claim(data):
-    """The post's last claim, longer input helping a fine-tuned classifier, from `finetune_study.py`'s rows: a
-    1,536-token model against 512, decided only where both have several seeds and differ by two standard errors."""
+    """The post's last claim, longer input helping a fine-tuned classifier, from `finetune_study.py`'s rows: each
+    model reading more than 512 tokens against the 512-token model of the same checkpoint (``runs`` say which;
+    else the row ``512``), decided only where both have 3 seeds and differ by more than two standard errors."""
     rows = {r["model"]: r for r in data.get("rows", [])}
-    short = rows.get("512")
-    longer = [r for name, r in rows.items() if name != "512"]
+    meta = {r["model"]: (r.get("checkpoint"), r.get("seq_len")) for r in data.get("runs", [])}
+    short_rows = {meta[name][0]: r for name, r in rows.items() if name in meta and meta[name][1] == 512}
     head = "Longer input helping a fine-tuned classifier (the post): "
-    if short is None or not longer:
+    if "512" not in rows:
         return head + "**not decided**: not measured yet (`benchmarks/finetune_study.py`)."
+    pairs = [(r, short_rows.get(meta[name][0], rows["512"]) if name in meta else rows["512"])
+             for name, r in rows.items() if (meta[name][1] > 512 if name in meta else name != "512")]
+    if not pairs:
+        return head + "**not decided**: no model reading more than 512 tokens measured yet."
     parts, verdicts = [], []
-    for r in longer:
+    for r, short in pairs:
         difference = r["macro_f1"] - short["macro_f1"]
         se = (r["macro_f1_se"] ** 2 + short["macro_f1_se"] ** 2) ** 0.5 if min(r["seeds"], short["seeds"]) > 1 else None
         parts.append(f"{r['model']} {fmt(r['macro_f1'])}" + (f" ± {fmt(r['macro_f1_se'])}" if r["seeds"] > 1 else "")
-                     + f" ({r['seeds']} seed{'s' * (r['seeds'] != 1)}), {difference:+.3f}")
-        verdicts.append(None if se is None or r["seeds"] < 3 else
+                     + f" ({r['seeds']} seed{'s' * (r['seeds'] != 1)}), {difference:+.3f} against {short['model']}"
+                     + (f" ({fmt(short['macro_f1'])} ± {fmt(short['macro_f1_se'])}, {short['seeds']} seeds)"
+                        if short is not rows["512"] else ""))
+        verdicts.append(None if se is None or min(r["seeds"], short["seeds"]) < 3 else
                         "confirmed" if difference > 2 * se else "refuted" if difference < -2 * se else "not decided")
     decided = [v for v in verdicts if v]
     verdict = ("not decided yet: seeds still running" if len(decided) < len(verdicts) else
                "confirmed" if "confirmed" in decided else
                "refuted" if all(v == "refuted" for v in decided) else "not decided (within two standard errors)")
+    short = rows["512"]
     return (head + f"**{verdict}**. Macro-F1 on the 57 validation speeches after the last epoch, against 512's "
-            f"{fmt(short['macro_f1'])} ± {fmt(short['macro_f1_se'])} ({short['seeds']} seeds): " + "; ".join(parts) + ".")
+            f"{fmt(short['macro_f1'])} ± {fmt(short['macro_f1_se'])} ({short['seeds']} seeds) unless a 512-token "
+            "model of the same checkpoint is named: " + "; ".join(parts) + ".")
 
 
 def extension_section(studies, figures, plt, report_dir, number, finetune=None):

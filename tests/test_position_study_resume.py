@@ -192,3 +192,18 @@ def test_export_writes_folders_that_read_like_the_trained_models(runs, tmp_path)
             os.path.join(RunDirectory(tmp / "cut" / "train_64" / method, {}).directory, "step-000000004", "ckpt")
         ).expect_partial()
         np.testing.assert_allclose(exported(inputs, training=False), trained(inputs, training=False), atol=1e-5)
+
+
+def test_finetune_claim_pairs_a_long_model_with_the_512_model_of_its_checkpoint():
+    """The continued model read at 1,536 is compared with the same checkpoint read at 512, not the base's 512: its
+    +0.20 over the base's 512 would be 'confirmed', its +0.02 over its own 512 is within 2 * 0.028 = 0.057."""
+    report = load_script("report")
+    runs = [{"model": m, "checkpoint": c, "seq_len": n} for m, c, n in
+            (("512", "base", 512), ("512-continued", "continued", 512), ("1536-continued", "continued", 1536))]
+    rows = [finetune_row("512", 3, 0.60, 0.02), finetune_row("512-continued", 3, 0.78, 0.02),
+            finetune_row("1536-continued", 3, 0.80, 0.02)]
+    line = report.finetune_claim({"rows": rows, "runs": runs})
+    assert "(the post): **not decided (within two standard errors)**" in line, line
+    assert "1536-continued 0.800 ± 0.020 (3 seeds), +0.020 against 512-continued (0.780 ± 0.020, 3 seeds)" in line
+    without_control = report.finetune_claim({"rows": [rows[0], rows[2]], "runs": [runs[0], runs[2]]})
+    assert "(the post): **confirmed**" in without_control and "+0.200 against 512" in without_control
