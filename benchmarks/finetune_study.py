@@ -12,6 +12,8 @@ Models (``NAME=CHECKPOINT[,SEQ_LEN[,FLAG ...]]``; defaults below):
   1536-base     the same checkpoint, hierarchical positions (alpha 0.4), the first 1,534 tokens
   1536-continued-0.4  position_study.py's hierarchical-0.4 model after its 1,000 steps of continued MLM at 1,536
                 (a checkpoint written from that run's final state): pass it with --model
+  512-continued-0.4  that checkpoint at 512 tokens: the control that separates reading 1,536 tokens from the
+                extra MLM steps (the report compares a long model with the 512 model of its checkpoint)
 
 Runs already in the JSON are skipped, and a run stopped midway resumes from its last checkpoint (every
 --save-every steps) in its folder under --work (outside the tree), so a study can be split over several sessions.
