@@ -384,14 +384,18 @@ def finetune_claim(data):
     for r, short in pairs:
         difference = r["macro_f1"] - short["macro_f1"]
         se = (r["macro_f1_se"] ** 2 + short["macro_f1_se"] ** 2) ** 0.5 if min(r["seeds"], short["seeds"]) > 1 else None
+        # another checkpoint than its 512 comparison (more MLM steps, say): the gain is not the length's alone
+        confounded = r["model"] in meta and meta[r["model"]][0] != meta.get(short["model"], (None,))[0]
         parts.append(f"{r['model']} {fmt(r['macro_f1'])}" + (f" ± {fmt(r['macro_f1_se'])}" if r["seeds"] > 1 else "")
                      + f" ({r['seeds']} seed{'s' * (r['seeds'] != 1)}), {difference:+.3f} against {short['model']}"
                      + (f" ({fmt(short['macro_f1'])} ± {fmt(short['macro_f1_se'])}, {short['seeds']} seeds)"
-                        if short is not rows["512"] else ""))
-        verdicts.append(None if se is None or min(r["seeds"], short["seeds"]) < 3 else
+                        if short is not rows["512"] else "")
+                     + (" — another checkpoint, so not counted until the same checkpoint's 512-token run exists"
+                        if confounded else ""))
+        verdicts.append(None if se is None or confounded or min(r["seeds"], short["seeds"]) < 3 else
                         "confirmed" if difference > 2 * se else "refuted" if difference < -2 * se else "not decided")
     decided = [v for v in verdicts if v]
-    verdict = ("not decided yet: seeds still running" if len(decided) < len(verdicts) else
+    verdict = ("not decided yet: seeds or a same-checkpoint 512-token run still missing" if len(decided) < len(verdicts) else
                "confirmed" if "confirmed" in decided else
                "refuted" if all(v == "refuted" for v in decided) else "not decided (within two standard errors)")
     short = rows["512"]

@@ -155,7 +155,7 @@ def finetune_row(model, seeds, f1, se):
     (finetune_row("1536-base", 3, 0.70, 0.02), "**confirmed**"),          # +0.10 > 2 * sqrt(0.02² + 0.02²) = 0.057
     (finetune_row("1536-base", 3, 0.50, 0.02), "**refuted**"),            # -0.10 beyond 0.057
     (finetune_row("1536-base", 3, 0.64, 0.02), "**not decided (within"),  # +0.04 < 0.057
-    (finetune_row("1536-base", 1, 0.90, float("nan")), "**not decided yet: seeds still running**"),
+    (finetune_row("1536-base", 1, 0.90, float("nan")), "**not decided yet: seeds or a same-checkpoint"),
 ])
 def test_finetune_claim_decides_only_beyond_two_standard_errors(longer, verdict):
     report = load_script("report")
@@ -196,7 +196,7 @@ def test_export_writes_folders_that_read_like_the_trained_models(runs, tmp_path)
 
 def test_finetune_claim_pairs_a_long_model_with_the_512_model_of_its_checkpoint():
     """The continued model read at 1,536 is compared with the same checkpoint read at 512, not the base's 512: its
-    +0.20 over the base's 512 would be 'confirmed', its +0.02 over its own 512 is within 2 * 0.028 = 0.057."""
+    +0.20 over the base's 512 includes the extra MLM steps; its +0.02 over its own 512 is within 2 * 0.028 = 0.057."""
     report = load_script("report")
     runs = [{"model": m, "checkpoint": c, "seq_len": n} for m, c, n in
             (("512", "base", 512), ("512-continued", "continued", 512), ("1536-continued", "continued", 1536))]
@@ -205,5 +205,7 @@ def test_finetune_claim_pairs_a_long_model_with_the_512_model_of_its_checkpoint(
     line = report.finetune_claim({"rows": rows, "runs": runs})
     assert "(the post): **not decided (within two standard errors)**" in line, line
     assert "1536-continued 0.800 ± 0.020 (3 seeds), +0.020 against 512-continued (0.780 ± 0.020, 3 seeds)" in line
+    # without that control the +0.20 is not credited to length: the verdict waits for it
     without_control = report.finetune_claim({"rows": [rows[0], rows[2]], "runs": [runs[0], runs[2]]})
-    assert "(the post): **confirmed**" in without_control and "+0.200 against 512" in without_control
+    assert "(the post): **not decided yet: seeds or a same-checkpoint 512-token run still missing**" in without_control
+    assert "+0.200 against 512 — another checkpoint, so not counted" in without_control
