@@ -254,23 +254,25 @@ def extension_studies(results_dir):
     return studies
 
 
+def beyond_noise(a, b, region="all"):
+    """+1 / -1 / 0: result row ``a`` above / below ``b`` on positions ``'all'`` or ``'ge'`` (≥ 512) by more than
+    two standard errors of the difference (the two errors combined in quadrature), else 0."""
+    def accuracy(row):
+        if region == "all":
+            return row["acc_all"], n_all(row)
+        return row[f"acc_{region}_all"], row[f"n_{region}_all"]
+
+    (p, n), (q, m) = accuracy(a), accuracy(b)
+    gap, noise = p - q, 2 * (binomial_se(p, n) ** 2 + binomial_se(q, m) ** 2) ** 0.5
+    return 1 if gap > noise else -1 if gap < -noise else 0
+
+
 def uses_long_context(point):
     """'yes' / 'no' / 'worse': a curve point's positions ≥ 512 against the same model read as windows (None if unread)."""
     own = point.get("split")
     if not own:
         return None
-    gap = point["acc_ge_all"] - own["acc_ge_all"]
-    noise = 2 * (binomial_se(point["acc_ge_all"], point["n_ge_all"]) ** 2
-                 + binomial_se(own["acc_ge_all"], own["n_ge_all"]) ** 2) ** 0.5
-    return "yes" if gap > noise else "worse" if gap < -noise else "no (within noise)"
-
-
-def beyond_noise(a, b):
-    """+1 / -1 / 0: accuracy row ``a`` above / below ``b`` (all positions) by more than two standard errors of the
-    difference (the two errors combined in quadrature), else 0."""
-    gap = a["acc_all"] - b["acc_all"]
-    noise = 2 * (binomial_se(a["acc_all"], n_all(a)) ** 2 + binomial_se(b["acc_all"], n_all(b)) ** 2) ** 0.5
-    return 1 if gap > noise else -1 if gap < -noise else 0
+    return {1: "yes", -1: "worse", 0: "no (within noise)"}[beyond_noise(point, own, "ge")]
 
 
 WINDOW_VERDICTS = {"yes": "long reading ahead beyond noise", "no (within noise)": "within noise",
@@ -483,9 +485,7 @@ def extension_section(studies, figures, plt, report_dir, number, finetune=None):
             continue
         ranked = sorted((m for m in zero if m != "split"), key=lambda m: -zero[m]["acc_all"])
         top = ranked[0]
-        se_top = binomial_se(zero[top]["acc_all"], n_all(zero[top]))
-        near = [m for m in ranked[1:] if zero[top]["acc_all"] - zero[m]["acc_all"]
-                <= 2 * (se_top ** 2 + binomial_se(zero[m]["acc_all"], n_all(zero[m])) ** 2) ** 0.5]
+        near = [m for m in ranked[1:] if beyond_noise(zero[top], zero[m]) == 0]   # top is the best: never -1
         lt = max(ranked, key=lambda m: zero[m]["acc_lt_all"] or 0)
         ge = max(ranked, key=lambda m: zero[m]["acc_ge_all"] or 0)
         out.append(f"- {t}×: best extension over all positions {top} ({acc_se(zero[top])})"
