@@ -78,16 +78,16 @@ def sequences_for(strategy, documents, tokenizer, length):
     return [truncate(d, length, mode, head_len=length // 4, **ids) for d in documents], np.arange(len(documents))
 
 
-def encoder_for(strategy, args):
-    """A callable ``(token_ids, segment_ids) -> [batch, length, hidden]`` for the strategy."""
+def encoder_for(strategy, args, length):
+    """A callable ``(token_ids, segment_ids) -> [batch, length, hidden]`` for the strategy reading ``length``
+    tokens."""
     import tensorflow as tf
 
     from bert4long.models import build_transformer_model
     from bert4long.recurrence import SegmentRecurrentEncoder
 
     if strategy in args.folders:
-        return tf.function(folder_encoder(args.folders[strategy], int(strategy.rsplit("-", 1)[1]) // args.scale),
-                           reduce_retracing=True)
+        return tf.function(folder_encoder(args.folders[strategy], length), reduce_retracing=True)
     long = strategy.split("-")[0] in ("hierarchical", "recurrence", "sliding")
     kwargs = {"hierarchical_position": 0.4} if long else {}
     if strategy.startswith("sliding"):
@@ -119,7 +119,7 @@ def features(strategy, documents, tokenizer, args):
 
     length = int(strategy.rsplit("-", 1)[1]) // args.scale
     rows, owners = sequences_for(strategy, documents, tokenizer, length)
-    encode = encoder_for(strategy, args)
+    encode = encoder_for(strategy, args, length)
     order = np.argsort([len(r) for r in rows], kind="stable")
     pooled = [None] * len(rows)
     for start in range(0, len(rows), args.batch):
