@@ -5,7 +5,10 @@ Data and split: the 2012 convention speeches (party), 70/30 per party with a fix
 Every model is fine-tuned with the same epochs, learning rate and batch size, once per seed, each run a fresh
 `bert4long finetune` process. Scored on the validation speeches **after the last epoch** (not the best epoch:
 choosing the epoch on the same 57 speeches would flatter every model), macro-F1 and accuracy as mean ± standard
-error over the seeds; also the best epoch's macro-F1, for reference.
+error over the seeds; also the best epoch's macro-F1, for reference. Each run also records the label it gave every
+validation speech after the last epoch, so that the report can compare two models on the same speeches (a paired
+bootstrap: how much of a difference the choice of 57 speeches alone could make). Beside them, TF-IDF + logistic
+regression on the same split (the first 510 pieces, and the whole speech): what a user would compare against.
 
 Models (``NAME=CHECKPOINT[,SEQ_LEN[,FLAG ...]]``; defaults below):
   512           MiniLM-MLM (../shared/models/minilm-mlm), the first 510 tokens (head truncation)
@@ -25,8 +28,11 @@ Runs already in the JSON are skipped, and a run stopped midway resumes from its 
 Writes benchmarks/results/finetune_study.json (finetune_study_quick.json with --quick).
 """
 import argparse
+import contextlib
+import io
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -68,7 +74,72 @@ def run_once(name, checkpoint, seq_len, flags, seed, data, folder, args):
             "recall": {k: v["recall"] for k, v in last["per_class"].items()},
             "best_macro_f1": max(e["valid"]["macro_f1"] for e in epochs),
             "epoch_seconds": [round(e["train"]["seconds"], 1) for e in epochs],
-            "peak_rss_gb": peak_rss_gb(result.stderr)}
+            "peak_rss_gb": peak_rss_gb(result.stderr),
+            "predicted": last_epoch_predictions(folder, data[1], last["macro_f1"])}
+
+
+def last_epoch_predictions(folder, valid, macro_f1):
+    """The labels the `bert4long finetune` run in ``folder`` gives the speeches of ``valid`` after its last epoch,
+    by `bert4long predict`. The run's classifier holds its best epoch's weights; the last epoch's are its newest
+    checkpoint, read into that classifier here (and checked: they must give the recorded last-epoch ``macro_f1``)."""
+    import tensorflow as tf
+
+    from bert4long.cli import main as cli
+    from bert4long.cli.run_folder import load_final_model, save_final_model
+    from bert4long.training.metrics import classification_scores
+
+    settings = load_json(os.path.join(folder, "finetune.json"))
+    model = load_final_model(os.path.join(folder, "classifier.keras"))
+    with open(os.path.join(folder, "checkpoints", "latest"), encoding="utf-8") as f:
+        state = os.path.join(folder, "checkpoints", f.read().strip(), "ckpt")
+    tf.train.Checkpoint(model=model).read(state).assert_existing_objects_matched().expect_partial()
+    with tempfile.TemporaryDirectory() as tmp:
+        run = os.path.join(tmp, "run")
+        os.makedirs(run)
+        for name in ("finetune.json", "vocab.txt"):
+            shutil.copy(os.path.join(folder, name), run)
+        save_final_model(model, os.path.join(run, "classifier.keras"))
+        output = os.path.join(tmp, "predicted.jsonl")
+        with contextlib.redirect_stdout(io.StringIO()) as printed:   # (its score table: checked below instead)
+            if cli(["predict", "--run", run, "--input", valid, "--output", output, "--quiet"]):
+                raise RuntimeError(f"bert4long predict failed on the last state of {folder!r}:\n{printed.getvalue()}")
+        with open(output, encoding="utf-8") as f:
+            predicted = [json.loads(line)["predicted_label"] for line in f]
+    with open(valid, encoding="utf-8") as f:
+        gold = [json.loads(line)["label"] for line in f]
+    again = classification_scores(gold, predicted, settings["labels"])["macro_f1"]
+    if abs(again - macro_f1) > 1e-6:
+        raise RuntimeError(f"{folder!r}: its last checkpoint gives macro-F1 {again:.4f} on {valid!r}, but its "
+                           f"metrics.json recorded {macro_f1:.4f} after the last epoch")
+    return predicted
+
+
+def tfidf_baselines(data, n_train, checkpoint):
+    """What a user compares against, on the same split: TF-IDF + logistic regression (`classification_study`'s,
+    C chosen by an inner cross-validation on the training speeches) over the first 510 WordPiece pieces of each
+    speech and over the whole speech (the pieces of ``checkpoint``'s tokenizer), with the label it gives each
+    validation speech."""
+    from classification_study import tfidf_logistic
+
+    from bert4long.tokenizers import load_tokenizer
+    from bert4long.training.metrics import classification_scores
+
+    rows = []
+    for part in data:
+        with open(part, encoding="utf-8") as f:
+            rows += [json.loads(line) for line in f]
+    labels = sorted({row["label"] for row in rows})
+    documents = load_tokenizer(os.path.dirname(checkpoint)).encode_documents([row["text"] for row in rows])
+    y = np.array([labels.index(row["label"]) for row in rows])
+    train = np.arange(len(rows)) < n_train
+    gold = [labels[i] for i in y[~train]]
+    baselines = []
+    for name, width in (("tfidf-512", 510), ("tfidf-whole", None)):
+        predicted = [labels[i] for i in tfidf_logistic([d[:width] for d in documents], None)(train, ~train, y)]
+        scores = classification_scores(gold, predicted, labels)
+        baselines.append({"model": name, "macro_f1": round(scores["macro_f1"], 4),
+                          "accuracy": round(scores["accuracy"], 4), "predicted": predicted})
+    return baselines
 
 
 def mean_se(values):
@@ -116,6 +187,26 @@ def main(argv=None):
     settings = {"epochs": args.epochs, "learning_rate": args.learning_rate, "batch_size": args.batch_size}
     old = load_json(path) or {}
     runs = old.get("runs", []) if old.get("settings") == settings else []
+    with open(data[1], encoding="utf-8") as f:
+        gold = [json.loads(line)["label"] for line in f]
+    baselines = tfidf_baselines(data, n_train, parse_model(models[0])[1])
+
+    def write():   # (the command: every model in the file written out, whichever runs this process added)
+        specs = {r["model"]: ",".join([f"{r['model']}={r['checkpoint']}", str(r["seq_len"]), *r["flags"]]) for r in runs}
+        seeds = sorted({r["seed"] for r in runs})
+        command = " ".join(["python benchmarks/finetune_study.py", *(f'--model "{s}"' for s in specs.values()),
+                            "--seeds", *map(str, seeds), "--epochs", str(args.epochs), "--learning-rate",
+                            str(args.learning_rate), "--batch-size", str(args.batch_size),
+                            *(["--work", args.work] if args.work else []), "--out", path])
+        write_json(path, {"stamp": machine_stamp(None if args.quick else command), "data": {"train": n_train, "valid": n_valid},
+                          "settings": settings, "gold": gold, "runs": runs, "rows": summary(runs),
+                          "baselines": baselines})
+
+    for run in runs:   # runs recorded before their predictions were: read them from the run's folder when it is there
+        folder = os.path.join(work, f"{run['model']}-seed{run['seed']}")
+        if "predicted" not in run and os.path.isfile(os.path.join(folder, "finetune.json")):
+            run["predicted"] = last_epoch_predictions(folder, data[1], run["last_macro_f1"])
+            write()
     done = {(r["model"], r["seed"]) for r in runs}
     for name, checkpoint, seq_len, flags in map(parse_model, models):
         for seed in args.seeds:
@@ -124,8 +215,8 @@ def main(argv=None):
             runs.append(run_once(name, checkpoint, seq_len, flags, seed, data,
                                  os.path.join(work, f"{name}-seed{seed}"), args))
             print(json.dumps({k: runs[-1][k] for k in ("model", "seed", "last_macro_f1", "epoch_seconds")}), flush=True)
-            write_json(path, {"stamp": machine_stamp(), "data": {"train": n_train, "valid": n_valid},
-                              "settings": settings, "runs": runs, "rows": summary(runs)})
+            write()
+    write()
     rows = summary(runs)
     print_table(rows, ["model", "seeds", "macro_f1", "macro_f1_se", "accuracy", "accuracy_se",
                        "best_epoch_macro_f1", "s_per_epoch"])

@@ -49,3 +49,25 @@ def test_benchmark_quick_run_writes_json(quick_runs, name):
     text = json.dumps(payload)
     assert '"error"' not in text or name == "tokenization", text[:2000]  # peers may be missing for tokenization
     assert len(text) > 200
+
+
+def test_finetune_study_records_each_runs_last_epoch_labels(quick_runs):
+    """Each run's labels for the validation speeches after its last epoch (read from its newest checkpoint, not the
+    best epoch's classifier) give the macro-F1 its metrics recorded for that epoch, scored here by scikit-learn."""
+    from sklearn.metrics import f1_score
+
+    returncode, output, path = quick_runs["finetune_study"]
+    assert returncode == 0, output[-3000:]
+    with open(path) as f:
+        payload = json.load(f)
+    gold = payload["gold"]
+    assert len(gold) == payload["data"]["valid"] and len(payload["runs"]) == 2
+    for run in payload["runs"]:
+        assert len(run["predicted"]) == len(gold) and set(run["predicted"]) <= set(gold)
+        expected = f1_score(gold, run["predicted"], average="macro", labels=sorted(set(gold)), zero_division=0)
+        assert abs(expected - run["last_macro_f1"]) < 1e-9, (expected, run["last_macro_f1"])
+    # the TF-IDF rows beside them, on the same validation speeches
+    assert [b["model"] for b in payload["baselines"]] == ["tfidf-512", "tfidf-whole"]
+    for baseline in payload["baselines"]:
+        expected = f1_score(gold, baseline["predicted"], average="macro", labels=sorted(set(gold)), zero_division=0)
+        assert len(baseline["predicted"]) == len(gold) and abs(expected - baseline["macro_f1"]) < 1e-4
