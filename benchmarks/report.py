@@ -8,8 +8,11 @@ Missing files are skipped. Without matplotlib the report has tables only.
     python benchmarks/report.py --results benchmarks/results --out docs/results.md --figures docs/figures
 """
 import argparse
+import functools
 import os
 import sys
+
+import numpy as np
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
@@ -365,13 +368,61 @@ def extension_claims(studies, finetune=None):
                             f" ({WINDOW_VERDICTS[v]})" for m, v in read.items()) + ".")
     if finetune:
         lines.append(finetune_claim(finetune))
+        if tfidf_comparison(finetune):
+            lines.append(tfidf_comparison(finetune))
     return lines
+
+
+def paired_bootstrap_se(gold, labels, predicted, against, repeats=1000, seed=0):
+    """The standard error, over the choice of validation examples, of the difference in macro-F1 (mean over seeds)
+    between two models scored on the same examples: ``predicted`` and ``against`` are lists of runs (one label
+    list per seed); every resample draws the same examples for both (a paired bootstrap)."""
+    from bert4long.training.metrics import classification_scores
+
+    rng = np.random.default_rng(seed)
+    differences = []
+    for _ in range(repeats):
+        chosen = rng.integers(0, len(gold), len(gold))
+        sample = [gold[i] for i in chosen]
+        mean_f1 = [np.mean([classification_scores(sample, [run[i] for i in chosen], labels)["macro_f1"] for run in runs])
+                   for runs in (predicted, against)]
+        differences.append(mean_f1[0] - mean_f1[1])
+    return float(np.std(differences, ddof=1))
+
+
+def recorded_predictions(data, row):
+    """Every seed's labels for the validation examples of ``row``'s model, or None when a run did not record them."""
+    runs = [r.get("predicted") for r in data.get("runs", []) if r["model"] == row["model"]]
+    return runs if runs and len(runs) == row["seeds"] and all(runs) and data.get("gold") else None
+
+
+def tfidf_comparison(data):
+    """The best fine-tuned model against the best TF-IDF baseline on the same validation examples, the error of
+    the difference as in `finetune_claim` (the model's seeds and a paired bootstrap over the examples); None
+    without both."""
+    rows, baselines = data.get("rows", []), data.get("baselines", [])
+    if not rows or not baselines or not data.get("gold"):
+        return None
+    model, tfidf = max(rows, key=lambda r: r["macro_f1"]), max(baselines, key=lambda b: b["macro_f1"])
+    if not recorded_predictions(data, model):
+        return None
+    difference = model["macro_f1"] - tfidf["macro_f1"]
+    speech_se = paired_bootstrap_se(data["gold"], sorted(set(data["gold"])), recorded_predictions(data, model),
+                                    [tfidf["predicted"]])
+    se = ((model["macro_f1_se"] if model["seeds"] > 1 else 0.0) ** 2 + speech_se ** 2) ** 0.5
+    word = "ahead" if difference > 2 * se else "behind" if difference < -2 * se else "within noise"
+    return (f"The best fine-tuned model against TF-IDF + logistic regression on the same split: {model['model']} "
+            f"{fmt(model['macro_f1'])} ± {fmt(model['macro_f1_se'])} vs {tfidf['model']} {fmt(tfidf['macro_f1'])}: "
+            f"{difference:+.3f} (± {fmt(se)}: {word}; "
+            + ", ".join(f"{b['model']} {fmt(b['macro_f1'])}" for b in baselines) + ").")
 
 
 def finetune_claim(data):
     """The post's last claim, longer input helping a fine-tuned classifier, from `finetune_study.py`'s rows: each
     model reading more than 512 tokens against the 512-token model of the same checkpoint (``runs`` say which;
-    else the row ``512``), decided only where both have 3 seeds and differ by more than two standard errors."""
+    else the row ``512``), decided only where both have 3 seeds and differ by more than two standard errors. The
+    error is the seeds' (the two models' standard errors in quadrature), and where the runs recorded their labels
+    for the validation examples, also the examples' (`paired_bootstrap_se`), the two in quadrature."""
     rows = {r["model"]: r for r in data.get("rows", [])}
     meta = {r["model"]: (r.get("checkpoint"), r.get("seq_len")) for r in data.get("runs", [])}
     short_rows = {meta[name][0]: r for name, r in rows.items() if name in meta and meta[name][1] == 512}
@@ -382,14 +433,25 @@ def finetune_claim(data):
              for name, r in rows.items() if (meta[name][1] > 512 if name in meta else name != "512")]
     if not pairs:
         return head + "**not decided**: no model reading more than 512 tokens measured yet."
+    labels = sorted(set(data.get("gold", [])))
+    predictions = functools.partial(recorded_predictions, data)
     parts, verdicts = [], []
     for r, short in pairs:
         difference = r["macro_f1"] - short["macro_f1"]
-        se = (r["macro_f1_se"] ** 2 + short["macro_f1_se"] ** 2) ** 0.5 if min(r["seeds"], short["seeds"]) > 1 else None
+        seeded = min(r["seeds"], short["seeds"]) > 1
+        se = (r["macro_f1_se"] ** 2 + short["macro_f1_se"] ** 2) ** 0.5 if seeded else None
+        paired = predictions(r) and predictions(short)
+        speech_se = paired_bootstrap_se(data["gold"], labels, predictions(r), predictions(short)) if paired else None
         # another checkpoint than its 512 comparison (more MLM steps, say): the gain is not the length's alone
         confounded = r["model"] in meta and meta[r["model"]][0] != meta.get(short["model"], (None,))[0]
+        if se is not None and speech_se is not None:
+            se_text = f" (± {fmt((se ** 2 + speech_se ** 2) ** 0.5)}: {fmt(se)} over seeds, {fmt(speech_se)} over the speeches)"
+            se = (se ** 2 + speech_se ** 2) ** 0.5
+        else:
+            se_text = ""
         parts.append(f"{r['model']} {fmt(r['macro_f1'])}" + (f" ± {fmt(r['macro_f1_se'])}" if r["seeds"] > 1 else "")
-                     + f" ({r['seeds']} seed{'s' * (r['seeds'] != 1)}), {difference:+.3f} against {short['model']}"
+                     + f" ({r['seeds']} seed{'s' * (r['seeds'] != 1)}), {difference:+.3f}{se_text} against "
+                     + short["model"]
                      + (f" ({fmt(short['macro_f1'])} ± {fmt(short['macro_f1_se'])}, {short['seeds']} seeds)"
                         if short is not rows["512"] else "")
                      + (" — another checkpoint, so not counted until the same checkpoint's 512-token run exists"
@@ -397,11 +459,17 @@ def finetune_claim(data):
         verdicts.append(None if se is None or confounded or min(r["seeds"], short["seeds"]) < 3 else
                         "confirmed" if difference > 2 * se else "refuted" if difference < -2 * se else "not decided")
     decided = [v for v in verdicts if v]
+    confirmed = [r["model"] for (r, _), v in zip(pairs, verdicts) if v == "confirmed"]
     verdict = ("not decided yet: seeds or a same-checkpoint 512-token run still missing" if len(decided) < len(verdicts) else
-               "confirmed" if "confirmed" in decided else
-               "refuted" if all(v == "refuted" for v in decided) else "not decided (within two standard errors)")
+               "refuted" if all(v == "refuted" for v in decided) else
+               "not decided (within two standard errors)" if not confirmed else
+               "confirmed" if len(confirmed) == len(decided) else
+               f"confirmed for {', '.join(confirmed)}; "
+               + "; ".join(f"{v} for {r['model']}" for (r, _), v in zip(pairs, verdicts) if v != "confirmed"))
     short = rows["512"]
-    return (head + f"**{verdict}**. Macro-F1 on the 57 validation speeches after the last epoch, against 512's "
+    valid = data.get("data", {}).get("valid")
+    speeches = f"the {valid} validation speeches" if valid else "the validation speeches"
+    return (head + f"**{verdict}**. Macro-F1 on {speeches} after the last epoch, against 512's "
             f"{fmt(short['macro_f1'])} ± {fmt(short['macro_f1_se'])} ({short['seeds']} seeds) unless a 512-token "
             "model of the same checkpoint is named: " + "; ".join(parts) + ".")
 
@@ -798,21 +866,34 @@ def finetune_lengths_section(runs, number):
 def finetune_study_section(data, number):
     """`benchmarks/finetune_study.py`: each model fine-tuned with several seeds, last-epoch scores as mean ± SE."""
     settings = data.get("settings", {})
+    valid = data["data"]["valid"]
     out = [f"## {number}. Fine-tuned classifiers at 512 and 1,536 tokens, several seeds\n",
            (f"`bert4long finetune` on the 2012 convention speeches (party; {data['data']['train']} training and "
-            f"{data['data']['valid']} validation speeches, the split of §Fine-tuning cost), {settings.get('epochs')} "
+            f"{valid} validation speeches, the split of §Fine-tuning cost), {settings.get('epochs')} "
             f"epochs, learning rate {settings.get('learning_rate')}, batch {settings.get('batch_size')}, one fresh "
             "process per seed (`benchmarks/finetune_study.py`). Scored after the last epoch (choosing the best epoch "
-            "on these 57 speeches would flatter every model); mean ± standard error over the seeds. Seconds per "
+            f"on these {valid} speeches would flatter every model); mean ± standard error over the seeds. Seconds per "
             "epoch are wall time on a machine shared with other runs, some paused midway: a rough cost, not a "
-            "timing (the fine-tuning cost section has those).\n")]
+            "timing (the fine-tuning cost section has those).\n"),
+           ("Each model reading more than 512 tokens is compared with the 512-token model *of the same checkpoint* "
+            "(so the continued model's 1,000 extra MLM steps are not credited to length). The difference's error "
+            "combines, in quadrature, the seeds' (the two standard errors) and the choice of the "
+            f"{valid} speeches: a paired bootstrap, 1,000 resamples of the speeches drawn alike for both models, "
+            "from the label each run gave each speech after its last epoch. A difference counts beyond two such "
+            "errors.\n")]
     out.append(stamp_line(data.get("stamp")) + "\n")
     def mean_se(r, key, show=fmt):
         return show(r[key]) + (f" ± {show(r[key + '_se'])}" if r["seeds"] > 1 else " (one seed)")
 
     rows = [[r["model"], r["seeds"], mean_se(r, "macro_f1"), mean_se(r, "accuracy", pct),
              mean_se(r, "best_epoch_macro_f1"), fmt(r["s_per_epoch"], 0)] for r in data.get("rows", [])]
+    rows += [[f"{b['model']} (no encoder)", "–", fmt(b["macro_f1"]), pct(b["accuracy"]), "–", "–"]
+             for b in data.get("baselines", [])]
     out.append(table(["model", "seeds", "macro-F1", "accuracy", "best epoch's macro-F1", "s per epoch"], rows) + "\n")
+    for line in (finetune_claim(data), tfidf_comparison(data)):
+        if line:
+            out.append(f"- {line}")
+    out.append("")
     return out
 
 

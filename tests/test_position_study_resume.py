@@ -206,6 +206,70 @@ def test_finetune_claim_pairs_a_long_model_with_the_512_model_of_its_checkpoint(
     assert "(the post): **not decided (within two standard errors)**" in line, line
     assert "1536-continued 0.800 ± 0.020 (3 seeds), +0.020 against 512-continued (0.780 ± 0.020, 3 seeds)" in line
     # without that control the +0.20 is not credited to length: the verdict waits for it
+    # with the base read at 1,536 beside it (+0.10 over the base's 512): a verdict for each model
+    both = report.finetune_claim({"rows": [*rows, finetune_row("1536-base", 3, 0.70, 0.02)],
+                                  "runs": [*runs, {"model": "1536-base", "checkpoint": "base", "seq_len": 1536}]})
+    assert "(the post): **confirmed for 1536-base; not decided for 1536-continued**" in both, both
     without_control = report.finetune_claim({"rows": [rows[0], rows[2]], "runs": [runs[0], runs[2]]})
     assert "(the post): **not decided yet: seeds or a same-checkpoint 512-token run still missing**" in without_control
     assert "+0.200 against 512 — another checkpoint, so not counted" in without_control
+
+
+def test_paired_bootstrap_se_resamples_the_same_examples_for_both_models():
+    """Checked against the same resampling done here with scikit-learn's macro-F1: two seeds per model, mean over
+    seeds, one draw of examples shared by both models. Identical predictions differ by exactly 0 in every draw."""
+    import numpy as np
+    from sklearn.metrics import f1_score
+
+    report = load_script("report")
+    rng = np.random.default_rng(1)
+    gold = list(rng.choice(["a", "b", "c"], 30))
+    runs = [[list(np.where(rng.random(30) < p, gold, rng.choice(["a", "b", "c"], 30))) for _ in range(2)]
+            for p in (0.9, 0.6)]
+    draws = np.random.default_rng(0)
+    differences = []
+    for _ in range(200):
+        chosen = draws.integers(0, 30, 30)
+        mean = [np.mean([f1_score([gold[i] for i in chosen], [run[i] for i in chosen], labels=["a", "b", "c"],
+                                  average="macro", zero_division=0) for run in model]) for model in runs]
+        differences.append(mean[0] - mean[1])
+    se = report.paired_bootstrap_se(gold, ["a", "b", "c"], runs[0], runs[1], repeats=200, seed=0)
+    assert abs(se - np.std(differences, ddof=1)) < 1e-12 and se > 0.02, se
+    assert report.paired_bootstrap_se(gold, ["a", "b", "c"], runs[0], runs[0], repeats=50) == 0.0
+
+
+def test_finetune_claim_counts_the_choice_of_speeches_when_runs_recorded_their_labels():
+    """Ten speeches, the long model right on two more of them than its 512 model, the same on every seed: the seeds
+    alone (± 0) would confirm the +0.2, but which ten speeches were drawn could make that much: not decided."""
+    report = load_script("report")
+    gold = ["a"] * 5 + ["b"] * 5
+    short_labels, long_labels = ["a"] * 4 + ["b"] + ["b"] * 4 + ["a"], list(gold)   # macro-F1 0.8 and 1.0
+    runs = [{"model": m, "seed": s, "checkpoint": "base", "seq_len": n, "predicted": p}
+            for m, n, p in (("512", 512, short_labels), ("1536", 1536, long_labels)) for s in range(3)]
+    rows = [finetune_row("512", 3, 0.8, 0.0), finetune_row("1536", 3, 1.0, 0.0)]
+    without = report.finetune_claim({"rows": rows, "runs": [{k: v for k, v in r.items() if k != "predicted"}
+                                                            for r in runs]})
+    assert "(the post): **confirmed**" in without, without
+    line = report.finetune_claim({"rows": rows, "runs": runs, "gold": gold, "data": {"valid": 10}})
+    assert "(the post): **not decided (within two standard errors)**" in line, line
+    assert "+0.200 (± 0.1" in line and ": 0.000 over seeds, 0.1" in line and "on the 10 validation speeches" in line
+
+
+def test_tfidf_comparison_weighs_the_best_fine_tuned_model_against_the_best_baseline_on_the_same_speeches():
+    """Forty speeches; TF-IDF right on all, the fine-tuned model (3 seeds alike, so ± 0 over seeds) wrong on 2, then
+    on all 20 'a' speeches: the first gap (-0.050) is within two paired-bootstrap errors, the second (-0.667) beyond."""
+    report = load_script("report")
+    gold = ["a"] * 20 + ["b"] * 20
+
+    def data(wrong):
+        predicted = ["b"] * wrong + ["a"] * (20 - wrong) + ["b"] * 20   # 'a' speeches called 'b'
+        f1_a = 2 * (20 - wrong) / (2 * (20 - wrong) + wrong)   # F1 = 2 TP / (2 TP + FP + FN)
+        f1_b = 40 / (40 + wrong)
+        row = finetune_row("1536", 3, (f1_a + f1_b) / 2, 0.0)
+        return {"rows": [row], "runs": [{"model": "1536", "seed": s, "predicted": predicted} for s in range(3)],
+                "gold": gold, "baselines": [{"model": "tfidf-whole", "macro_f1": 1.0, "predicted": list(gold)}]}
+
+    close, far = report.tfidf_comparison(data(2)), report.tfidf_comparison(data(20))
+    assert "1536 0.950 ± 0.000 vs tfidf-whole 1.000: -0.050 (± 0.0" in close and "within noise" in close, close
+    assert "behind" in far, far
+    assert report.tfidf_comparison({**data(2), "baselines": []}) is None
