@@ -57,7 +57,7 @@ def parse_model(spec):
     return name, parts[0], int(parts[1]) if len(parts) > 1 else 512, parts[2:]
 
 
-def run_once(name, checkpoint, seq_len, flags, seed, data, folder, args):
+def run_once(name, checkpoint, seq_len, flags, seed, data, gold, folder, args):
     """One `bert4long finetune` process; its per-epoch validation scores and time from metrics.json."""
     command = timed_finetune(["--checkpoint", checkpoint, *flags, "--train", data[0], "--valid", data[1],
                               "--seq-len", str(seq_len), "--batch-size", str(args.batch_size), "--epochs",
@@ -75,24 +75,25 @@ def run_once(name, checkpoint, seq_len, flags, seed, data, folder, args):
             "best_macro_f1": max(e["valid"]["macro_f1"] for e in epochs),
             "epoch_seconds": [round(e["train"]["seconds"], 1) for e in epochs],
             "peak_rss_gb": peak_rss_gb(result.stderr),
-            "predicted": last_epoch_predictions(folder, data[1], last["macro_f1"])}
+            "predicted": last_epoch_predictions(folder, data[1], gold, last["macro_f1"])}
 
 
-def last_epoch_predictions(folder, valid, macro_f1):
-    """The labels the `bert4long finetune` run in ``folder`` gives the speeches of ``valid`` after its last epoch,
-    by `bert4long predict`. The run's classifier holds its best epoch's weights; the last epoch's are its newest
-    checkpoint, read into that classifier here (and checked: they must give the recorded last-epoch ``macro_f1``)."""
+def last_epoch_predictions(folder, valid, gold, macro_f1):
+    """The labels the `bert4long finetune` run in ``folder`` gives the speeches of ``valid`` (labelled ``gold``)
+    after its last epoch, by `bert4long predict`. The run's classifier holds its best epoch's weights; the last
+    epoch's are its newest checkpoint, read into that classifier here (and checked: they must give the recorded
+    last-epoch ``macro_f1``)."""
     import tensorflow as tf
 
     from bert4long.cli import main as cli
     from bert4long.cli.run_folder import load_final_model, save_final_model
+    from bert4long.training import RunDirectory
     from bert4long.training.metrics import classification_scores
 
     settings = load_json(os.path.join(folder, "finetune.json"))
     model = load_final_model(os.path.join(folder, "classifier.keras"))
-    with open(os.path.join(folder, "checkpoints", "latest"), encoding="utf-8") as f:
-        state = os.path.join(folder, "checkpoints", f.read().strip(), "ckpt")
-    tf.train.Checkpoint(model=model).read(state).assert_existing_objects_matched().expect_partial()
+    if not RunDirectory(folder, settings).restore(tf.train.Checkpoint(model=model)):
+        raise RuntimeError(f"{folder!r} holds no checkpoint of its last epoch")
     with tempfile.TemporaryDirectory() as tmp:
         run = os.path.join(tmp, "run")
         os.makedirs(run)
@@ -105,8 +106,6 @@ def last_epoch_predictions(folder, valid, macro_f1):
                 raise RuntimeError(f"bert4long predict failed on the last state of {folder!r}:\n{printed.getvalue()}")
         with open(output, encoding="utf-8") as f:
             predicted = [json.loads(line)["predicted_label"] for line in f]
-    with open(valid, encoding="utf-8") as f:
-        gold = [json.loads(line)["label"] for line in f]
     again = classification_scores(gold, predicted, settings["labels"])["macro_f1"]
     if abs(again - macro_f1) > 1e-6:
         raise RuntimeError(f"{folder!r}: its last checkpoint gives macro-F1 {again:.4f} on {valid!r}, but its "
@@ -205,14 +204,14 @@ def main(argv=None):
     for run in runs:   # runs recorded before their predictions were: read them from the run's folder when it is there
         folder = os.path.join(work, f"{run['model']}-seed{run['seed']}")
         if "predicted" not in run and os.path.isfile(os.path.join(folder, "finetune.json")):
-            run["predicted"] = last_epoch_predictions(folder, data[1], run["last_macro_f1"])
+            run["predicted"] = last_epoch_predictions(folder, data[1], gold, run["last_macro_f1"])
             write()
     done = {(r["model"], r["seed"]) for r in runs}
     for name, checkpoint, seq_len, flags in map(parse_model, models):
         for seed in args.seeds:
             if (name, seed) in done:
                 continue
-            runs.append(run_once(name, checkpoint, seq_len, flags, seed, data,
+            runs.append(run_once(name, checkpoint, seq_len, flags, seed, data, gold,
                                  os.path.join(work, f"{name}-seed{seed}"), args))
             print(json.dumps({k: runs[-1][k] for k in ("model", "seed", "last_macro_f1", "epoch_seconds")}), flush=True)
             write()

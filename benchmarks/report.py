@@ -8,7 +8,6 @@ Missing files are skipped. Without matplotlib the report has tables only.
     python benchmarks/report.py --results benchmarks/results --out docs/results.md --figures docs/figures
 """
 import argparse
-import functools
 import os
 import sys
 
@@ -368,8 +367,9 @@ def extension_claims(studies, finetune=None):
                             f" ({WINDOW_VERDICTS[v]})" for m, v in read.items()) + ".")
     if finetune:
         lines.append(finetune_claim(finetune))
-        if tfidf_comparison(finetune):
-            lines.append(tfidf_comparison(finetune))
+        against_tfidf = tfidf_comparison(finetune)
+        if against_tfidf:
+            lines.append(against_tfidf)
     return lines
 
 
@@ -434,21 +434,20 @@ def finetune_claim(data):
     if not pairs:
         return head + "**not decided**: no model reading more than 512 tokens measured yet."
     labels = sorted(set(data.get("gold", [])))
-    predictions = functools.partial(recorded_predictions, data)
     parts, verdicts = [], []
     for r, short in pairs:
         difference = r["macro_f1"] - short["macro_f1"]
         seeded = min(r["seeds"], short["seeds"]) > 1
-        se = (r["macro_f1_se"] ** 2 + short["macro_f1_se"] ** 2) ** 0.5 if seeded else None
-        paired = predictions(r) and predictions(short)
-        speech_se = paired_bootstrap_se(data["gold"], labels, predictions(r), predictions(short)) if paired else None
+        seed_se = (r["macro_f1_se"] ** 2 + short["macro_f1_se"] ** 2) ** 0.5 if seeded else None
+        predicted, against = recorded_predictions(data, r), recorded_predictions(data, short)
         # another checkpoint than its 512 comparison (more MLM steps, say): the gain is not the length's alone
         confounded = r["model"] in meta and meta[r["model"]][0] != meta.get(short["model"], (None,))[0]
-        if se is not None and speech_se is not None:
-            se_text = f" (± {fmt((se ** 2 + speech_se ** 2) ** 0.5)}: {fmt(se)} over seeds, {fmt(speech_se)} over the speeches)"
-            se = (se ** 2 + speech_se ** 2) ** 0.5
+        if seed_se is not None and predicted and against:
+            speech_se = paired_bootstrap_se(data["gold"], labels, predicted, against)
+            se = (seed_se ** 2 + speech_se ** 2) ** 0.5
+            se_text = f" (± {fmt(se)}: {fmt(seed_se)} over seeds, {fmt(speech_se)} over the speeches)"
         else:
-            se_text = ""
+            se, se_text = seed_se, ""
         parts.append(f"{r['model']} {fmt(r['macro_f1'])}" + (f" ± {fmt(r['macro_f1_se'])}" if r["seeds"] > 1 else "")
                      + f" ({r['seeds']} seed{'s' * (r['seeds'] != 1)}), {difference:+.3f}{se_text} against "
                      + short["model"]
