@@ -81,6 +81,12 @@ def save(path, results):
     write_json(path, results)
 
 
+# 'copy' applies the extension at every step: position k + n reads row k throughout training (tied).
+# MATERIALIZED_COPY starts from the table `bert4long extend --method copy` writes: the same rows at step 0,
+# trained apart from there (Longformer's copy).
+MATERIALIZED_COPY = "copy-materialized"
+
+
 def parse_method(name, length):
     """'hierarchical-0.4[+chunked|+sliding_window]', 'copy', 'interpolate', 'none' -> builder kwargs."""
     base, _, attention = name.partition("+")
@@ -89,8 +95,9 @@ def parse_method(name, length):
         kwargs.update(position_extension="hierarchical", hierarchical_position=float(base.split("-", 1)[1]))
     elif base in ("copy", "interpolate"):
         kwargs.update(position_extension=base, position_extension_length=length)
-    elif base not in ("none", "split"):
-        raise ValueError(f"Unknown method {name!r}: hierarchical-ALPHA, copy, interpolate, none or split, "
+    elif base not in ("none", "split", MATERIALIZED_COPY):   # the materialised table is read as it is
+        raise ValueError(f"Unknown method {name!r}: hierarchical-ALPHA, copy, {MATERIALIZED_COPY}, interpolate, "
+                         "none or split, "
                          "optionally +chunked / +sliding_window.")
     if attention == "chunked":
         kwargs.update(attention="chunked", attention_config={"block_size": length // 4})
@@ -147,30 +154,59 @@ def prepare_data(tokenizer, args):
             "train_tokens": int(sum(len(d) for d in training))}
 
 
+def materialized_copy(args, checkpoint, length):
+    """The base with its table copied to ``length`` rows, written once under --run-dir: ``(config, checkpoint)``."""
+    from bert4long.extension import extend_checkpoint
+
+    folder = os.path.join(args.run_dir, f"{MATERIALIZED_COPY}_{length}")
+    made = (os.path.join(folder, "bert_config.json"), os.path.join(folder, "bert_model.ckpt"))
+    if not os.path.exists(made[0]):
+        extend_checkpoint(args.config, checkpoint, "copy", length, folder)
+    return made
+
+
+def materialize_command(args, length):
+    """The `bert4long extend` command that writes `materialized_copy`'s folder (recorded in the JSON)."""
+    return (f"bert4long extend --config {args.config} --checkpoint {args.base_checkpoint} --method copy "
+            f"--max-position {length} --out {os.path.join(args.run_dir, f'{MATERIALIZED_COPY}_{length}')}")
+
+
 def build(args, checkpoint, method, length):
     from bert4long.training import build_mlm_model
 
+    config = args.config
+    if method == MATERIALIZED_COPY:
+        config, checkpoint = materialized_copy(args, checkpoint, length)
     kwargs = parse_method(method, length)
     if args.dropout is not None:
         kwargs["dropout_rate"] = args.dropout
     if args.recompute:
         kwargs["recompute"] = True
-    model, builder, _ = build_mlm_model(args.config, checkpoint, **kwargs)
+    model, builder, _ = build_mlm_model(config, checkpoint, **kwargs)
     return model, builder
 
 
-def evaluate(model, sequences, masker, args, boundary, split=None):
+def evaluate(model, sequences, masker, args, boundary, split=None, record_as=None):
     """MLM accuracy on ``sequences`` (fixed masking seed), split at position ``boundary``.
 
     ``split``: read each sequence as independent windows of ``split`` tokens (no extension).
     Returns counts and accuracies for positions < / >= boundary, all predictions and [MASK] only
-    (`bert4long.training.position_eval.masked_counts`, pooled over the whole batches).
+    (`bert4long.training.position_eval.masked_counts`, pooled over the whole batches). ``record_as``:
+    a name under `records_folder` where every scored token's record is kept (`masked_predictions`), so
+    two evaluations on the same tokens compare paired.
     """
-    from bert4long.training.position_eval import REGIONS, masked_counts
+    import numpy as np
+
+    from bert4long.training.position_eval import REGIONS, counts_by_region, masked_predictions
 
     whole = len(sequences) // args.eval_batch * args.eval_batch
-    counts = masked_counts(model, sequences[:whole], masker, boundary, split=split, batch_size=args.eval_batch,
-                           seed=args.eval_seed, compiled=not args.quick)  # tracing a tiny model costs more than it saves
+    records = masked_predictions(model, sequences[:whole], masker, split=split, batch_size=args.eval_batch,
+                                 seed=args.eval_seed, compiled=not args.quick)  # tracing a tiny model costs more
+    if record_as:
+        path = os.path.join(records_folder(args), record_as + ".npz")
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        np.savez_compressed(path, boundary=boundary, **records)
+    counts = counts_by_region(records, boundary, whole)
     result = {}
     for key in sorted(REGIONS):
         n, c = int(counts[f"n_{key}"].sum()), int(counts[f"correct_{key}"].sum())
@@ -180,6 +216,11 @@ def evaluate(model, sequences, masker, args, boundary, split=None):
     result["acc_all"] = ((result["acc_lt_all"] or 0) * result["n_lt_all"]
                          + (result["acc_ge_all"] or 0) * result["n_ge_all"]) / max(n_all, 1)
     return result
+
+
+def records_folder(args):
+    """Where the per-token records of ``args.out``'s evaluations live: beside it, ``<out>_records/``."""
+    return os.path.splitext(args.out)[0] + f"_records/seed-{args.eval_seed}"
 
 
 def train(model, trainable, sequences, masker, steps, lr, args, seed, on_interval, every, first_step=0):
@@ -293,7 +334,8 @@ def stage_zeroshot(args, data, tokenizer, results):
         begin = time.perf_counter()
         split = args.base_length if method == "split" else None
         model, _ = build(args, args.base_checkpoint, "none" if split else method, args.base_length if split else args.long_length)
-        table[method] = evaluate(model, data["eval_long"], masker, args, boundary=args.base_length, split=split)
+        table[method] = evaluate(model, data["eval_long"], masker, args, boundary=args.base_length, split=split,
+                                 record_as=f"zero_shot/{method}")
         table[method]["seconds"] = time.perf_counter() - begin
         WRITTEN_HERE.add(("zero_shot", method))
         save(args.out, results)
@@ -349,6 +391,8 @@ def train_turn(args, data, masker, sequences, results, method, turn_steps):
                          f"({ {k: run.get(k) for k in ('steps', 'eval_every', 'lr', 'batch', 'seq_len')} }): "
                          "pass the same --train-steps/--eval-every/--train-lr/--batch, or use another --out.")
     run.update({k: v for k, v in settings.items() if k not in ("method", "base")})
+    if method == MATERIALIZED_COPY:
+        run["starts_from"] = materialize_command(args, args.long_length)
     run.setdefault("curve", [])
     run.setdefault("segments", [])
     begin = time.perf_counter()
@@ -367,11 +411,12 @@ def train_turn(args, data, masker, sequences, results, method, turn_steps):
     def record(step, loss):
         if step in evaluated:
             return
+        name = f"train/{method}/step-{step:05d}"
         entry = {"step": step, "train_loss": loss,
-                 **evaluate(model, data["eval_long"], masker, args, boundary=args.base_length)}
+                 **evaluate(model, data["eval_long"], masker, args, boundary=args.base_length, record_as=name)}
         if reads_split(method):  # the same model read as independent base-length windows: its own 'split'
             entry["split"] = evaluate(model, data["eval_long"], masker, args, boundary=args.base_length,
-                                      split=args.base_length)
+                                      split=args.base_length, record_as=name + "-split")
         entry = {k: v for k, v in entry.items() if k != "seconds"}
         run["curve"] = sorted(run["curve"] + [entry], key=lambda point: point["step"])
         evaluated.add(step)

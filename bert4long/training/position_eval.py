@@ -1,7 +1,8 @@
 """MLM accuracy by position region: how well a model reads text beyond the positions it was trained on.
 
-`masked_counts` predicts the masked positions of held-out sequences under a fixed masking
-seed and counts, per sequence, predictions and correct ones before and from a boundary
+`masked_predictions` predicts the masked positions of held-out sequences under a fixed masking
+seed and keeps one record per token (for paired comparisons of two models); `masked_counts` counts,
+per sequence, predictions and correct ones before and from a boundary
 (the trained length), over all masked positions and over the ``[MASK]``-replaced ones only.
 ``split=L`` reads every sequence as independent ``L``-token windows instead (no position
 extension: the baseline a longer reading must beat). `accuracy_with_error` pools the counts
@@ -28,6 +29,59 @@ def _predict_split(predict, tokens, positions, split):
     return predicted
 
 
+def masked_predictions(
+    model: Any,
+    sequences: np.typing.ArrayLike,
+    masker: Any,
+    split: int | None = None,
+    batch_size: int = 8,
+    seed: int = 12345,
+    compiled: bool = True,
+) -> dict[str, np.ndarray]:
+    """One record per masked token of ``sequences``: flat arrays ``sequence``, ``position``, ``is_mask``, ``correct``.
+
+    ``is_mask``: the input token there is ``[MASK]`` (not a random or unchanged one). The masking is a pure
+    function of ``(seed, sequence index)``, so every model and ``split`` gets the same records in the same
+    order, and two models' ``correct`` arrays pair token by token.
+
+    Example:
+    >>> import numpy as np
+    >>> from bert4long.data.masking import MLMMasker
+    >>> from bert4long.training.position_eval import masked_predictions
+    >>> masker = MLMMasker(vocab_size=16, mask_id=4, special_ids=[0, 1, 2, 3, 4], max_predictions=3)
+    >>> guess_nine = lambda x, training: np.eye(16)[np.full(x[2].shape, 9)]   # a "model" always saying 9
+    >>> records = masked_predictions(guess_nine, np.full((3, 8), 9, "int32"), masker, compiled=False)
+    >>> bool(records["correct"].all()), sorted(set(records["sequence"].tolist()))
+    (True, [0, 1, 2])
+    """
+    import tensorflow as tf
+
+    sequences = np.asarray(sequences, dtype="int32")
+
+    def predict(x):
+        return model(x, training=False)
+
+    if compiled:  # a few batches: tf.function without an XLA compile, one trace for every length
+        spec = tf.TensorSpec([None, None], tf.int32)
+        predict = tf.function(predict, input_signature=[(spec, spec, spec)])
+    steps = -(-len(sequences) // batch_size)
+    parts = {"sequence": [], "position": [], "is_mask": [], "correct": []}
+    batches = mlm_batches(sequences, masker, batch_size, seed=seed, shuffle=False)
+    for step, ((tokens, _segments, positions), labels, weights) in enumerate(batches.take(steps)):
+        tokens, positions, labels, weights = (t.numpy() for t in (tokens, positions, labels, weights))
+        if split:
+            predicted = _predict_split(predict, tokens, positions, split)
+        else:
+            predicted = np.asarray(predict((tokens, np.zeros_like(tokens), positions))).argmax(-1)
+        rows = np.broadcast_to(np.arange(step * batch_size, (step + 1) * batch_size)[:, None], positions.shape)
+        keep = (weights > 0) & (rows < len(sequences))   # the last batch wraps around to the first sequences
+        parts["sequence"].append(rows[keep])
+        parts["position"].append(positions[keep])
+        parts["is_mask"].append(np.take_along_axis(tokens, positions, axis=1)[keep] == masker.mask_id)
+        parts["correct"].append((predicted == labels)[keep])
+    return {name: np.concatenate(values) for name, values in parts.items()}
+
+
 def masked_counts(
     model: Any,
     sequences: np.typing.ArrayLike,
@@ -41,8 +95,7 @@ def masked_counts(
     """Per-sequence ``n_<region>`` and ``correct_<region>`` counts (int arrays ``[N]``) for `REGIONS`.
 
     ``lt``/``ge``: masked positions before / from ``boundary``; ``all``/``mask``: every
-    prediction / those whose input token is ``[MASK]``. The masking is a pure function of
-    ``(seed, sequence index)``, so every model and ``split`` sees the same masked tokens.
+    prediction / those whose input token is ``[MASK]``. Counted from `masked_predictions`'s records.
 
     Example:
     >>> import numpy as np
@@ -55,34 +108,19 @@ def masked_counts(
     ...                                                                 + counts["correct_ge_all"].sum())
     True
     """
-    import tensorflow as tf
+    records = masked_predictions(model, sequences, masker, split=split, batch_size=batch_size, seed=seed,
+                                 compiled=compiled)
+    return counts_by_region(records, boundary, len(np.asarray(sequences)))
 
-    sequences = np.asarray(sequences, dtype="int32")
 
-    def predict(x):
-        return model(x, training=False)
-
-    if compiled:  # a few batches: tf.function without an XLA compile, one trace for every length
-        spec = tf.TensorSpec([None, None], tf.int32)
-        predict = tf.function(predict, input_signature=[(spec, spec, spec)])
-    steps = -(-len(sequences) // batch_size)
-    counts = {f"{kind}_{region}": np.zeros(len(sequences), "int64") for kind in ("n", "correct") for region in REGIONS}
-    batches = mlm_batches(sequences, masker, batch_size, seed=seed, shuffle=False)
-    for step, ((tokens, _segments, positions), labels, weights) in enumerate(batches.take(steps)):
-        tokens, positions, labels, weights = (t.numpy() for t in (tokens, positions, labels, weights))
-        if split:
-            predicted = _predict_split(predict, tokens, positions, split)
-        else:
-            predicted = np.asarray(predict((tokens, np.zeros_like(tokens), positions))).argmax(-1)
-        keep = weights > 0
-        correct = (predicted == labels) & keep
-        is_mask = np.take_along_axis(tokens, positions, axis=1) == masker.mask_id
-        rows = np.arange(step * batch_size, (step + 1) * batch_size)
-        inside = rows < len(sequences)   # the last batch wraps around to the first sequences
-        for region, where in (("lt", positions < boundary), ("ge", positions >= boundary)):
-            for kind, chosen in (("all", keep), ("mask", keep & is_mask)):
-                counts[f"n_{region}_{kind}"][rows[inside]] += (where & chosen).sum(1)[inside]
-                counts[f"correct_{region}_{kind}"][rows[inside]] += (where & chosen & correct).sum(1)[inside]
+def counts_by_region(records: dict[str, np.ndarray], boundary: int, sequences: int) -> dict[str, np.ndarray]:
+    """`masked_counts`'s per-sequence counts from `masked_predictions`'s ``records``."""
+    counts = {}
+    for region, where in (("lt", records["position"] < boundary), ("ge", records["position"] >= boundary)):
+        for kind, chosen in (("all", where), ("mask", where & records["is_mask"])):
+            counts[f"n_{region}_{kind}"] = np.bincount(records["sequence"][chosen], minlength=sequences)
+            counts[f"correct_{region}_{kind}"] = np.bincount(
+                records["sequence"][chosen & records["correct"]], minlength=sequences)
     return counts
 
 
