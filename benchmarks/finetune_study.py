@@ -8,7 +8,8 @@ choosing the epoch on the same 57 speeches would flatter every model), macro-F1 
 error over the seeds; also the best epoch's macro-F1, for reference. Each run also records the label it gave every
 validation speech after the last epoch, so that the report can compare two models on the same speeches (a paired
 bootstrap: how much of a difference the choice of 57 speeches alone could make). Beside them, TF-IDF + logistic
-regression on the same split (the first 510 pieces, and the whole speech): what a user would compare against.
+regression on the same split (the first 510 pieces, and the whole speech), and a practitioner's word-level recipe
+over the whole speech (`classification_study.WORD_TFIDF`, fixed in advance): what a user would compare against.
 
 Models (``NAME=CHECKPOINT[,SEQ_LEN[,FLAG ...]]``; defaults below):
   512           MiniLM-MLM (../shared/models/minilm-mlm), the first 510 tokens (head truncation)
@@ -116,9 +117,9 @@ def last_epoch_predictions(folder, valid, gold, macro_f1):
 def tfidf_baselines(data, n_train, checkpoint):
     """What a user compares against, on the same split: TF-IDF + logistic regression (`classification_study`'s,
     C chosen by an inner cross-validation on the training speeches) over the first 510 WordPiece pieces of each
-    speech and over the whole speech (the pieces of ``checkpoint``'s tokenizer), with the label it gives each
-    validation speech."""
-    from classification_study import tfidf_logistic
+    speech and over the whole speech (the pieces of ``checkpoint``'s tokenizer), and the word-level recipe over the
+    whole text, with the label each gives each validation speech."""
+    from classification_study import tfidf_logistic, tfidf_words_logistic
 
     from bert4long.tokenizers import load_tokenizer
     from bert4long.training.metrics import classification_scores
@@ -133,8 +134,11 @@ def tfidf_baselines(data, n_train, checkpoint):
     train = np.arange(len(rows)) < n_train
     gold = [labels[i] for i in y[~train]]
     baselines = []
-    for name, width in (("tfidf-512", 510), ("tfidf-whole", None)):
-        predicted = [labels[i] for i in tfidf_logistic([d[:width] for d in documents], None)(train, ~train, y)]
+    texts = [row["text"] for row in rows]
+    for name, fit_predict in (("tfidf-512", tfidf_logistic([d[:510] for d in documents], None)),
+                              ("tfidf-whole", tfidf_logistic(documents, None)),
+                              ("tfidf-words-whole", tfidf_words_logistic(texts, None))):
+        predicted = [labels[i] for i in fit_predict(train, ~train, y)]
         scores = classification_scores(gold, predicted, labels)
         baselines.append({"model": name, "macro_f1": round(scores["macro_f1"], 4),
                           "accuracy": round(scores["accuracy"], 4), "predicted": predicted})

@@ -67,7 +67,7 @@ def test_finetune_study_records_each_runs_last_epoch_labels(quick_runs):
         expected = f1_score(gold, run["predicted"], average="macro", labels=sorted(set(gold)), zero_division=0)
         assert abs(expected - run["last_macro_f1"]) < 1e-9, (expected, run["last_macro_f1"])
     # the TF-IDF rows beside them, on the same validation speeches
-    assert [b["model"] for b in payload["baselines"]] == ["tfidf-512", "tfidf-whole"]
+    assert [b["model"] for b in payload["baselines"]] == ["tfidf-512", "tfidf-whole", "tfidf-words-whole"]
     for baseline in payload["baselines"]:
         expected = f1_score(gold, baseline["predicted"], average="macro", labels=sorted(set(gold)), zero_division=0)
         assert len(baseline["predicted"]) == len(gold) and abs(expected - baseline["macro_f1"]) < 1e-4

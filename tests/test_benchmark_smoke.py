@@ -68,12 +68,25 @@ def test_position_study_quick_writes_every_stage(quick_results):
     # every method is evaluated on the same masked positions
     counts = {(r["n_lt_all"], r["n_ge_all"]) for r in data["zero_shot"].values()}
     assert len(counts) == 1
+    # ... and keeps a record of every scored token, pairing token by token, that gives the JSON's counts
+    records = quick_results / "position_study_records" / "seed-12345"
+    first = None
+    for method, row in data["zero_shot"].items():
+        kept = np.load(records / "zero_shot" / f"{method}.npz")
+        ge = kept["position"] >= 32
+        assert kept["correct"][~ge].sum() == round(row["acc_lt_all"] * row["n_lt_all"]) and (~ge).sum() == row["n_lt_all"]
+        assert kept["correct"][ge].sum() == round(row["acc_ge_all"] * row["n_ge_all"]) and ge.sum() == row["n_ge_all"]
+        assert (kept["is_mask"] & ge).sum() == row["n_ge_mask"]
+        first = first or kept
+        assert (kept["sequence"] == first["sequence"]).all() and (kept["position"] == first["position"]).all()
+    assert sorted(os.listdir(records / "train" / "hierarchical-0.4")) == [
+        f"step-0000{step}{kind}.npz" for step in (1, 2) for kind in ("-split", "")]
 
 
 def test_classification_and_batch_size_quick(quick_results):
     data = read(quick_results, "classification_study")
     assert set(data["strategies"]) == {"head-512", "chunks-512", "hierarchical-1024", "recurrence-2048", "tfidf-512",
-                                       "tfidf-whole", "tiny-32-positions-1024"}
+                                       "tfidf-whole", "tfidf-words-whole", "tiny-32-positions-1024"}
     assert data["strategies"]["tiny-32-positions-1024"]["folder"].endswith("folder0")
     for row in data["strategies"].values():
         assert 0.0 <= row["macro_f1_all_mean"] <= 1.0 and len(row["per_repeat"]["all"]) == 1
