@@ -12,6 +12,7 @@ import os
 import shutil
 import sys
 
+import numpy as np
 import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -120,13 +121,16 @@ def test_report_states_shares_errors_and_claims(tmp_path):
     assert "| base at 512 | 50.0 ± 2.5% | 100% | 400 |" in text
     assert "| hierarchical-0.4 | 34.5 ± 2.4% | 69% | 400 |" in text
     # kept 0.345 / 0.5 = 69%, its error 69% * sqrt((2.38/34.5)² + (2.5/50)²) = 5.9 points: the post's 69% holds
-    assert "(the post: RoBERTa, hierarchical α = 0.4, ≈38% against ≈55%): **confirmed** — " in text
+    assert "α = 0.4, ≈38% against ≈55%): **reproduced on this base** (measured on minilm-mlm: " in text
     assert "69 ± 6% kept" in text
     # 0.8 is beaten (14.5 points > 2 * 3.1), 0.1 (30.0%) is within noise of 0.4 (4.5 < 2 * 3.3): partly
     assert ("α = 0.4 is the best choice (the post): **partly confirmed** — zero-shot at 3×, α = 0.4 (34.5 ± 2.4%) "
             "beats α = 0.8 (20.0%) by more than two standard errors; smaller α is no worse: α = 0.1 (30.0%)") in text
     assert "| hierarchical-0.4 | 100 of 1000 |" in text
-    assert "(the post): **confirmed**, and sooner — at or above the base's 50.0% at 512: hierarchical-0.4 at step 100" in text
+    # 0.52 over 400 against 0.5 over 400: within 2 * sqrt(0.52 * 0.48 / 400 + 0.5 * 0.5 / 400) = 7.1 points
+    assert "(the post): **confirmed** (back: from that step on" in text
+    assert "hierarchical-0.4 back at step 100 (above beyond noise: not by 100)" in text
+    # 0.3 is 20 points below 0.5, far beyond 2 * sqrt(0.3 * 0.7 / 400 + 0.5 * 0.5 / 400) = 6.8 points
     assert "; copy not back by step 100 (30.0 ± 2.3%)" in text   # sqrt(0.3 * 0.7 / 400) = 2.29 points
 
 
@@ -273,3 +277,32 @@ def test_tfidf_comparison_weighs_the_best_fine_tuned_model_against_the_best_base
     assert "1536 0.950 ± 0.000 vs tfidf-whole 1.000: -0.050 (± 0.0" in close and "within noise" in close, close
     assert "behind" in far, far
     assert report.tfidf_comparison({**data(2), "baselines": []}) is None
+
+
+def test_paired_difference_is_the_clustered_error_of_token_differences():
+    """Two readings of the same 6 tokens in 3 windows; by hand: per-window sums of (a - b) are 1, 0, 1 over 2 tokens
+    each, d = 2 / 6; the ratio estimator's clustered error sqrt(3/2 * sum((D_g - d n_g)^2)) / 6 with residuals
+    1/3, -2/3, 1/3: sqrt(1.5 * 6/9) / 6 = 1/6."""
+    report = load_script("report")
+    shared = {"sequence": np.array([0, 0, 1, 1, 2, 2]), "position": np.array([600, 700, 600, 700, 600, 700]),
+              "is_mask": np.ones(6, bool), "boundary": np.array(512)}
+    a = {**shared, "correct": np.array([1, 0, 1, 1, 1, 0], bool)}
+    b = {**shared, "correct": np.array([0, 0, 1, 1, 0, 0], bool)}
+    difference, se = report.paired_difference(a, b)
+    assert abs(difference - 1 / 3) < 1e-12 and abs(se - 1 / 6) < 1e-12
+    with pytest.raises(ValueError, match="not of the same tokens"):
+        report.paired_difference(a, {**b, "position": shared["position"] + 1})
+
+
+@pytest.mark.parametrize("accuracies, expected", [
+    ([0.40, 0.49, 0.50], "step 200 (above beyond noise: not by 300)"),   # 0.40 is 10 points below: beyond 2 * 3.5
+    ([0.49, 0.40, 0.60], "step 300 (above beyond noise: step 300)"),     # fell back at 200: back only from 300
+    ([0.40, 0.41, 0.42], "not by 300"),
+])
+def test_recovery_allows_for_noise(accuracies, expected):
+    """Level 0.5 on 400 predictions, points on 400: two errors of the difference ≈ 2 * sqrt(2 * 0.25 / 400) = 7.1
+    points, so 0.49 and 0.50 are back (within noise), 0.60 is above beyond noise, 0.40-0.42 are below."""
+    report = load_script("report")
+    curve = [{"step": 0, **result_row(0.2, 100, 0.2, 300)}] + [
+        {"step": 100 * (i + 1), **result_row(a, 100, a, 300)} for i, a in enumerate(accuracies)]
+    assert report.recovery_text(curve, 0.5, 400) == expected
