@@ -1,13 +1,17 @@
 """Output folders: bert4long never deletes or overwrites what the user did not ask it to replace.
 
 Every folder bert4long writes as a command's output carries a marker file,
-``.bert4long-output.json`` (the command that made it). An output folder is
-accepted when it is new, empty, or a folder bert4long made (then only with
-``overwrite=True``, or ``resume=True`` for the same training command). It is
-refused when it holds anything else, or when it is, is inside, or contains an
-input. One-shot outputs (export, extend, convert) are written into a hidden
-staging folder and moved into place only when complete, so a failure leaves the
-target as it was. New folders get the usual permissions (``0o777`` less the umask).
+``.bert4long-output.json``: the command that made it (``pretrain`` and the demo,
+``pretrain --demo``, are two) and a record of what it wrote there. Ownership is by
+that record, never by a name: a file is bert4long's while the record lists it and it
+is still as written, and a temporary is recorded before it is created and forgotten
+once renamed or removed. An output folder is accepted when it is new, empty, or a
+folder bert4long made (then only with ``overwrite=True``, or ``resume=True`` for the
+same command). It is refused when it holds anything else, when it is, is inside, or
+contains an input (a checkpoint prefix stands for its folder), or when it is inside
+the installed bert4long. One-shot outputs (export, extend, convert) are written into
+a hidden staging folder and moved into place only when complete, so a failure leaves
+the target as it was. New folders get the usual permissions (``0o777`` less the umask).
 """
 import contextlib
 import contextvars
@@ -16,16 +20,15 @@ import errno
 import hashlib
 import json
 import os
-import re
+import secrets
 import shutil
+import stat
 import tempfile
 
 MARKER = ".bert4long-output.json"
 OWN_PREFIX = ".bert4long-"   # names bert4long itself writes inside an output folder (marker, lock, staging)
 HASH_LIMIT = 64 * 2 ** 20    # files up to this size are recorded by content hash, larger ones by size
-# Files bert4long's own tools append to while a run trains (TensorBoard's event files, under logs/): recorded by
-# name, and owned when they sit under that folder with that prefix.
-GROWING_FOLDER, GROWING_PREFIX = "logs", "events.out.tfevents."
+PACKAGE = os.path.dirname(os.path.realpath(__file__))   # the installed bert4long: never an output folder
 _WRITING = contextvars.ContextVar("bert4long_output_folder", default=None)
 
 
@@ -61,9 +64,9 @@ def _describe_write_error(error):
 def atomic_write(path, write, suffix=""):
     """Call ``write(tmp_path)`` beside ``path``, then move the result onto ``path`` in one rename.
 
-    On any failure the temporary file is removed and ``path`` keeps its old
-    content; a full disk becomes a one-line ``OSError(ENOSPC)`` naming ``path``.
-    ``suffix`` ends the temporary name (Keras wants ``.keras``).
+    ``tmp_path`` is a new file made by `temporary` (never an existing one, never through a link). On any failure
+    it is removed and ``path`` keeps its old content; a full disk becomes a one-line ``OSError(ENOSPC)`` naming
+    ``path``. ``suffix`` ends the temporary name (Keras wants ``.keras``).
 
     Example:
     >>> import os, tempfile
@@ -73,18 +76,72 @@ def atomic_write(path, write, suffix=""):
     >>> open(path).read()
     'done'
     """
-    tmp = f"{path}.tmp-{os.getpid()}{suffix}"
+    path = os.fspath(path)
     try:
-        write(tmp)
-        os.replace(tmp, path)
+        with temporary(os.path.dirname(path), os.path.basename(path) + ".tmp-", suffix) as tmp:
+            write(tmp)
+            os.replace(tmp, path)
         note_written(path)
     except BaseException as error:
-        with contextlib.suppress(FileNotFoundError):
-            os.remove(tmp)
         if is_disk_full(error):
             raise OSError(errno.ENOSPC, f"Could not write {path!r}: the disk is full (nothing was left half "
                                         "written). Free some space and run the command again.") from None
         raise
+
+
+@contextlib.contextmanager
+def temporary(directory, prefix, suffix="", folder=False):
+    """A new temporary file (``folder=True``: folder) ``directory/PREFIX<random>SUFFIX`` for the block to fill;
+    whatever is left of it when the block ends is removed.
+
+    It is created exclusively (``O_EXCL``: never an existing name, never through a link) with the permissions
+    ``open`` and ``mkdir`` give (``0o666`` / ``0o777`` less the umask), which a file renamed into place keeps. In
+    the output folder being written (`OutputFolder.writing`) its name is in the marker's record from before it
+    is created until it is gone, with its inode once made: after a ``kill -9`` the next run removes it, and
+    nothing else (`OutputFolder.remove_stale_temporaries`).
+    """
+    output = _WRITING.get()
+    path = os.path.join(directory, f"{prefix}{secrets.token_hex(8)}{suffix}")
+    held = output is not None and output.hold_temporary(path, folder)
+    inode = None
+    try:
+        if folder:
+            os.mkdir(path, 0o777)
+        else:
+            os.close(os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o666))
+        inode = os.lstat(path).st_ino
+        if held:
+            output.hold_temporary(path, folder, inode)
+        yield path
+    finally:
+        if _still_created(path, folder, inode):
+            _remove(path)
+        if held:
+            output.forget_temporary(path)
+
+
+def _still_created(path, folder, inode):
+    """Whether ``path`` is the file (or folder) with ``inode`` that bert4long created: not a link, not replaced."""
+    try:
+        info = os.lstat(path)
+    except FileNotFoundError:
+        return False
+    return inode is not None and info.st_ino == inode and (stat.S_ISDIR if folder else stat.S_ISREG)(info.st_mode)
+
+
+def _remove(path):
+    if os.path.isdir(path) and not os.path.islink(path):
+        shutil.rmtree(path, ignore_errors=True)
+    else:
+        os.remove(path)
+
+
+def remove_written(path):
+    """Delete ``path``, a file or folder bert4long wrote; in the output folder being written only while its record
+    lists every file under ``path`` as bert4long's and unchanged (else it is left as it is)."""
+    output = _WRITING.get()
+    if output is None or output.wrote(path):
+        _remove(path)
 
 
 def write_text_atomically(path, text):
@@ -97,16 +154,21 @@ def write_text_atomically(path, text):
 
 
 def _overlap(out, inputs):
-    """The first input that ``out`` would overwrite or mix with, as ``(input, relation)``, or None."""
+    """The first input that ``out`` would overwrite or mix with, as ``(input, relation)``, or None.
+
+    A folder is read whole, and so is the folder of a checkpoint prefix (``dir/bert_model.ckpt``, whose files are
+    ``.index`` and ``.data-*``): ``out`` may not be inside either. Beside a file input it may.
+    """
     for given in inputs:
         if not given:
             continue
         path = os.path.realpath(os.fspath(given))
+        prefix = not os.path.exists(path) and os.path.exists(path + ".index")
         folder = path if os.path.isdir(path) else os.path.dirname(path)
         if out == folder:
             return given, "is the folder of the input"
-        if os.path.isdir(path) and out.startswith(folder + os.sep):
-            return given, "is inside the input folder"
+        if (os.path.isdir(path) or prefix) and out.startswith(folder + os.sep):
+            return given, "is inside the input folder" if os.path.isdir(path) else "is inside the folder of the input"
         if path.startswith(out + os.sep):
             return given, "contains the input"
     for given in inputs:   # an input reached through a link inside ``out``
@@ -139,17 +201,19 @@ def check_output_file(path, inputs=(), overwrite=True):
                          "file.")
 
 
-def note_written(*paths):
+def note_written(*paths, growing=False):
     """Record ``paths`` (files, or folders bert4long just made) as bert4long's own in the output folder being written.
 
     Every writer of bert4long calls it after a write; it does nothing outside an
     `OutputFolder.writing` block or for paths outside that folder. This list, not a
     listing of the folder afterwards, is what ``--overwrite`` may later replace.
+    ``growing``: files bert4long keeps appending to (TensorBoard's event files), recorded
+    by name only.
     """
     folder = _WRITING.get()
     paths = [p for p in paths if not os.path.basename(os.fspath(p)).startswith(OWN_PREFIX)]   # (the marker itself)
     if folder is not None and paths:
-        folder.record(*paths)
+        folder.record(*paths, growing=growing)
 
 
 def _entry(path):
@@ -174,22 +238,6 @@ def _files_under(path):
         yield path
 
 
-def _is_growing(relative):
-    parts = relative.split(os.sep)
-    return parts[0] == GROWING_FOLDER and parts[-1].startswith(GROWING_PREFIX)
-
-
-# Temporaries of bert4long's writers that an interrupted process may leave: a training state being saved and a
-# checkpoint being written (folders), `atomic_write`'s NAME.tmp-PID[.suffix], the corpus cache's tmpXXXX.tmp.
-_TEMPORARY = re.compile(r"^(.*?\.tmp-(step|ckpt)-[^/]*)(/|$)|^(.*\.tmp-\d+(\.\w+)?)$|^(corpus_cache/tmp\w+\.tmp)$")
-
-
-def _stale_temporary(relative):
-    """The temporary (a file, or the folder it sits in) an interrupted write left at ``relative``, or None."""
-    match = _TEMPORARY.search(relative.replace(os.sep, "/"))
-    return next(group for group in match.group(1, 4, 6) if group) if match else None
-
-
 def _ancestors(folder, top):
     while folder != top and folder.startswith(top + os.sep):
         yield folder
@@ -209,36 +257,69 @@ def _own_names(folder):
     return sorted(n for n in os.listdir(folder) if not n.startswith(OWN_PREFIX))
 
 
-def write_marker(folder, command, files=None, created=None):
-    """Mark ``folder`` as made by bert4long's ``command``; ``files``: ``{relative path: {size, sha256}}`` of what it
-    wrote so far."""
+def write_marker(folder, command, files=None, created=None, temporaries=None):
+    """Mark ``folder`` as made by bert4long's ``command``; ``files``: ``{relative path: {size, sha256}}`` (or
+    ``{growing: true}``) of what it wrote so far; ``temporaries``: ``{relative path: {folder, inode}}`` of the
+    temporaries it is writing (the inode is None until made)."""
     write_text_atomically(os.path.join(folder, MARKER), json.dumps({
-        "made_by": "bert4long", "command": command, "files": files or {},
+        "made_by": "bert4long", "command": command, "files": files or {}, "temporaries": temporaries or {},
         "created": created or datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")}, indent=2))
+
+
+def _unchanged(path, entry):
+    """Whether the file at ``path`` is still as its record ``entry`` says bert4long wrote it."""
+    if not isinstance(entry, dict) or os.path.islink(path):
+        return False
+    if entry.get("growing"):
+        return os.path.isfile(path)
+    return _entry(path) == entry if "sha256" in entry else os.path.getsize(path) == entry.get("size")
+
+
+def _temporary_left(folder, relative, entry):
+    """Whether ``relative`` is still the temporary bert4long created there, as its record ``entry`` says: the same
+    inode, never a link or anything reached through one (killed before the inode was recorded: still empty)."""
+    path = os.path.join(folder, relative)
+    if (not isinstance(entry, dict) or os.path.isabs(relative) or os.path.normpath(relative) != relative
+            or relative.split(os.sep)[0] == os.pardir
+            or os.path.realpath(path) != os.path.join(os.path.realpath(folder), relative)):
+        return False
+    if entry.get("inode") is not None:
+        return _still_created(path, entry.get("folder"), entry["inode"])
+    if entry.get("folder"):
+        return os.path.isdir(path) and not os.listdir(path)
+    return os.path.isfile(path) and os.path.getsize(path) == 0
+
+
+def _sort_out(folder, marker):
+    """``(owned, temporaries, foreign)`` of ``folder`` (relative paths): the files its ``marker`` records as
+    bert4long's and still as written, the recorded temporaries still as bert4long created them (whatever is in
+    them), and every other file. bert4long's hidden names at the top are neither. Markers of older versions listed
+    top-level names (or null: nothing is known to be bert4long's)."""
+    files = marker.get("files")
+    left = sorted(t for t, e in (marker.get("temporaries") or {}).items() if _temporary_left(folder, t, e))
+    left = [t for t in left if not any(t.startswith(other + os.sep) for other in left)]   # (one inside another)
+    owned, foreign = [], []
+    for path in _files_under(folder):
+        relative = os.path.relpath(path, folder)
+        if relative.split(os.sep)[0].startswith(OWN_PREFIX) or any(
+                relative == t or relative.startswith(t + os.sep) for t in left):
+            continue
+        if isinstance(files, list):   # an older marker: top-level names
+            mine = relative.split(os.sep)[0] in files
+        else:
+            mine = _unchanged(path, (files or {}).get(relative))
+        (owned if mine else foreign).append(relative)
+    return owned, left, foreign
 
 
 def foreign_files(folder, marker):
     """The files under ``folder`` that its ``marker`` does not record as bert4long's (relative paths, sorted).
 
-    Owned: a recorded file whose size (and, when recorded, sha256) still match; TensorBoard's event files under
-    logs/; temporaries an interrupted write left; bert4long's hidden names at the top. Markers of older versions
-    listed top-level names (or null: nothing is known to be bert4long's).
+    Owned: a recorded file whose size (and, when recorded, sha256) still match, or that bert4long keeps growing;
+    what is in a recorded temporary still as bert4long created it; bert4long's hidden names at the top. A name
+    alone owns nothing.
     """
-    files = marker.get("files")
-    foreign = []
-    for path in _files_under(folder):
-        relative = os.path.relpath(path, folder)
-        if relative.split(os.sep)[0].startswith(OWN_PREFIX) or _is_growing(relative) or _stale_temporary(relative):
-            continue
-        if isinstance(files, list):   # an older marker: top-level names
-            owned = relative.split(os.sep)[0] in files
-        else:
-            entry = (files or {}).get(relative)
-            owned = entry is not None and not os.path.islink(path) and (
-                _entry(path) == entry if "sha256" in entry else os.path.getsize(path) == entry["size"])
-        if not owned:
-            foreign.append(relative)
-    return foreign
+    return _sort_out(folder, marker)[2]
 
 
 def _unwritable(path, error):
@@ -252,9 +333,10 @@ class OutputFolder:
 
     Args:
         path: the folder (``--out``).
-        command: the command writing it (``'export'``, ``'pretrain'``, ...), recorded in its marker.
+        command: the command writing it (``'export'``, ``'pretrain'``, ``'pretrain --demo'``, ...), recorded in
+            its marker: a folder of one command is never taken for another's.
         inputs: paths the command reads (files, checkpoint prefixes, folders); the
-            output may not be, be inside (for folders), or contain any of them.
+            output may not be, be inside (for folders and a prefix's folder), or contain any of them.
         overwrite: replace a folder bert4long made earlier.
         resume: accept a folder of an earlier run of the same ``command`` as it is.
 
@@ -281,7 +363,7 @@ class OutputFolder:
         self.overwrite = overwrite
         self.resume = resume
         self._staging = None
-        self._files, self._created = {}, None
+        self._files, self._temporaries, self._created = {}, {}, None
         self.state = self.check()
 
     def check(self):
@@ -291,7 +373,11 @@ class OutputFolder:
         if os.path.exists(path) and not os.path.isdir(path):
             raise ValueError(f"Output folder {path!r} is a file, not a folder: choose a folder name "
                              "(a new or empty folder).")
-        found = _overlap(os.path.realpath(path), self.inputs)
+        real = os.path.realpath(path)
+        if real == PACKAGE or real.startswith(PACKAGE + os.sep):
+            raise ValueError(f"Output folder {path!r} is inside the installed bert4long ({PACKAGE}): its files would "
+                             "mix with bert4long's own and go with the next upgrade. Choose a folder outside it.")
+        found = _overlap(real, self.inputs)
         if found:
             raise ValueError(f"Output folder {path!r} {found[1]} {found[0]!r}: writing there would overwrite or "
                              "mix with what this command reads. Choose another folder (a new or empty one).")
@@ -323,6 +409,7 @@ class OutputFolder:
             return "replace"
         if self.resume and marker.get("command") == self.command:
             self._files = dict(marker["files"]) if isinstance(marker.get("files"), dict) else {}
+            self._temporaries = dict(marker.get("temporaries") or {})
             self._created = marker.get("created")
             return "resume"
         raise ValueError(f"Output folder {path!r} holds the output of an earlier `bert4long "
@@ -338,11 +425,11 @@ class OutputFolder:
             if self.state == "replace":
                 self.check()   # (nothing of the user's appeared meanwhile)
                 self._remove_recorded()
-                self._files, self._created = {}, None
+                self._files, self._temporaries, self._created = {}, {}, None
             os.makedirs(self.path, exist_ok=True)
             if self.state == "resume":
                 tempfile.TemporaryFile(dir=self.path).close()   # still writable?
-            write_marker(self.path, self.command, self._files, self._created)
+            self._save()
         except OSError as error:
             raise _unwritable(self.path, error) from error
         self.state = "resume" if self.state == "replace" else self.state
@@ -357,16 +444,49 @@ class OutputFolder:
         finally:
             _WRITING.reset(token)
 
-    def record(self, *paths):
-        """Add ``paths`` (files, or folders bert4long made) to the marker's record; forget recorded files now gone."""
+    def record(self, *paths, growing=False):
+        """Add ``paths`` (files, or folders bert4long made) to the marker's record (``growing``: by name only); forget
+        recorded files now gone."""
         for given in paths:
             for path in _files_under(os.path.abspath(given)):
-                relative = os.path.relpath(path, self.path)
-                if relative.startswith(os.pardir) or relative.split(os.sep)[0].startswith(OWN_PREFIX):
-                    continue
-                self._files[relative] = _entry(path)
+                relative = self._relative(path)
+                if relative is not None:
+                    self._files[relative] = {"growing": True} if growing else _entry(path)
         self._files = {k: v for k, v in self._files.items() if os.path.lexists(os.path.join(self.path, k))}
-        write_marker(self.path, self.command, self._files, self._created)
+        self._save()
+
+    def wrote(self, path):
+        """Whether the record lists every file at or under ``path`` as bert4long's and unchanged (``path`` outside
+        this folder: not this record's to say, True)."""
+        path = os.path.abspath(path)
+        if os.path.relpath(path, self.path).split(os.sep)[0] == os.pardir:
+            return True
+        return all(_unchanged(p, self._files.get(self._relative(p))) for p in _files_under(path))
+
+    def hold_temporary(self, path, folder, inode=None):
+        """Record the temporary file (or ``folder``) ``path`` before it is created, then with its ``inode``;
+        False when it is not in this folder (nothing recorded)."""
+        relative = self._relative(path)
+        if relative is None:
+            return False
+        self._temporaries[relative] = {"folder": folder, "inode": inode}
+        self._save()
+        return True
+
+    def forget_temporary(self, path):
+        """Drop ``path`` from the record of temporaries (it was renamed into place or removed)."""
+        self._temporaries.pop(self._relative(path), None)
+        self._save()
+
+    def _relative(self, path):
+        """``path`` relative to this folder; None outside it and for bert4long's hidden names at the top."""
+        relative = os.path.relpath(os.path.abspath(path), self.path)
+        if relative.split(os.sep)[0] in (os.curdir, os.pardir) or relative.split(os.sep)[0].startswith(OWN_PREFIX):
+            return None
+        return relative
+
+    def _save(self):
+        write_marker(self.path, self.command, self._files, self._created, self._temporaries)
 
     def probe(self):
         """Check now, before any work, that the folder can be written (`PermissionError` naming it)."""
@@ -374,14 +494,13 @@ class OutputFolder:
         self._staging = None
 
     def remove_stale_temporaries(self):
-        """Delete what interrupted writes of bert4long left here (``.tmp-step-*`` states and the like)."""
-        stale = {_stale_temporary(os.path.relpath(path, self.path)) for path in _files_under(self.path)} - {None}
-        for relative in stale:
-            target = os.path.join(self.path, relative)
-            if os.path.isdir(target) and not os.path.islink(target):
-                shutil.rmtree(target, ignore_errors=True)
-            else:
-                os.remove(target)
+        """Delete the temporaries interrupted writes of bert4long left here: only those the marker records, and
+        only while each is still the file or folder bert4long created (anything else under its name is yours)."""
+        for relative, entry in list(self._temporaries.items()):
+            if _temporary_left(self.path, relative, entry):
+                _remove(os.path.join(self.path, relative))
+            del self._temporaries[relative]
+        self._save()
 
     def remove_if_unused(self):
         """Undo `open_run` when the run wrote nothing: remove the folder it made, or its marker in an empty one."""
@@ -420,14 +539,9 @@ class OutputFolder:
 
     def _remove_recorded(self):
         """Delete what the marker records as bert4long's (after `check` found nothing else), then empty folders."""
-        marker = read_marker(self.path) or {}
-        files = marker.get("files")
+        owned, temporaries, _ = _sort_out(self.path, read_marker(self.path) or {})
+        doomed = owned + temporaries
         old = tempfile.mkdtemp(prefix=OWN_PREFIX + "old-", dir=self.path)
-        if isinstance(files, list):   # an older marker: top-level names
-            doomed = [n for n in files if os.path.lexists(os.path.join(self.path, n))]
-        else:
-            doomed = [os.path.relpath(p, self.path) for p in _files_under(self.path)
-                      if not os.path.relpath(p, self.path).startswith(OWN_PREFIX)]   # all owned: check() said so
         for relative in doomed:
             target = os.path.join(old, relative)
             os.makedirs(os.path.dirname(target), exist_ok=True)

@@ -129,16 +129,3 @@ def test_an_input_reached_through_a_link_inside_out_is_an_input(tiny_bert, corpu
     assert "contains the input" in _one_line_error(capsys)
     assert snapshot(run) == before and snapshot(corpus) == inputs
 
-
-def test_temporaries_a_killed_run_left_are_removed_at_the_next_start(tiny_bert, corpus, tmp_path, capsys):
-    run = tmp_path / "run"
-    assert main(_pretrain(tiny_bert, corpus, run)) == 0, capsys.readouterr().err
-    state = run / "checkpoints" / ".tmp-step-000000003-999"   # a training state being saved (several files)
-    state.mkdir()
-    for name in ("ckpt.index", "ckpt.data-00000-of-00001", "run.json"):
-        (state / name).write_text("half written")
-    (run / "model.keras.tmp-999.keras").write_text("half written")   # an `atomic_write` cut short
-    (run / "NOTES.tmp").write_text("mine")   # not a name bert4long writes: kept
-    assert main(_pretrain(tiny_bert, corpus, run, steps=3)) == 0, capsys.readouterr().err
-    assert not state.exists() and not (run / "model.keras.tmp-999.keras").exists()
-    assert (run / "NOTES.tmp").read_text() == "mine"

@@ -52,7 +52,8 @@ def guarded_output(args):
         args.demo = check_pretrain_arguments(args)   # the demo sets its own checkpoint and --out
     inputs = [getattr(args, name, None) for name in INPUT_OPTIONS[args.command]]
     training = args.command in TRAINING_COMMANDS
-    output = OutputFolder(args.out, args.command, inputs, overwrite=args.overwrite, resume=training)
+    kind = f"{args.command} --demo" if getattr(args, "demo", False) else args.command   # neither takes the other's
+    output = OutputFolder(args.out, kind, inputs, overwrite=args.overwrite, resume=training)
     output.probe()
     if not training:   # the command writes through `OutputFolder` itself
         yield

@@ -33,7 +33,7 @@ def run_settings(args, data_option, *data):
 
 def start_writing(args):
     """Open --out for the training command's writes, once every input has been read and the model built: only now
-    does ``--overwrite`` remove what bert4long wrote there before, and stale temporaries of a killed run go."""
+    does ``--overwrite`` remove what bert4long wrote there before, and the temporaries a killed run recorded go."""
     output = getattr(args, "output_folder", None)
     if output is not None:   # (None on a worker that writes nothing)
         output.open_run()

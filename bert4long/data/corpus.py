@@ -29,11 +29,10 @@ import json
 import logging
 import os
 import pathlib
-import tempfile
 
 import numpy as np
 
-from bert4long.outputs import note_written
+from bert4long.outputs import atomic_write
 
 LOGGER = logging.getLogger("bert4long.data")
 FORMATS = ("auto", "file", "paragraphs", "jsonl")
@@ -132,8 +131,13 @@ def _raw_documents(path, text_format, root, text_field, label_field):
         yield record[text_field].encode("utf-8"), None if label is None else str(label), source, record
 
 
+def is_jsonl(path):
+    """True for a file ``text_format='auto'`` reads as JSON lines: a ``.jsonl`` or ``.json`` file."""
+    return pathlib.Path(path).suffix in (".jsonl", ".json")
+
+
 def read_documents(paths, text_format="auto", text_field="text", label_field="label", errors="strict",
-                   with_records=False):
+                   with_records=False, keep_empty=False):
     """``(texts, labels, sources, skipped)`` read from ``paths``; see the module doc.
 
     ``errors``: what to do with bytes that are not UTF-8: ``"strict"`` raises
@@ -141,6 +145,7 @@ def read_documents(paths, text_format="auto", text_field="text", label_field="la
     ``"replace"`` turns them into U+FFFD (which the tokenizer removes).
     ``with_records``: also return each document's JSON object (``{}`` for a
     document that is not a .jsonl line), fifth: what `predict` writes back.
+    ``keep_empty``: keep documents with no text (`predict` answers every one) instead of skipping them.
     """
     if text_format not in FORMATS:
         raise ValueError(f"text_format must be one of {FORMATS}, got {text_format!r}")
@@ -152,12 +157,12 @@ def read_documents(paths, text_format="auto", text_field="text", label_field="la
     for path in files:
         fmt = text_format
         if fmt == "auto":
-            fmt = "jsonl" if path.suffix in (".jsonl", ".json") else "file"
+            fmt = "jsonl" if is_jsonl(path) else "file"
         for data, label, source, record in _raw_documents(path, fmt, root, text_field, label_field):
             text = _decode(data, os.path.join(root, source), errors, skipped)
             if text is None:
                 continue
-            if not text.strip():
+            if not text.strip() and not keep_empty:
                 skipped["empty"] = skipped.get("empty", 0) + 1
                 continue
             texts.append(text)
@@ -192,17 +197,6 @@ def _cache_key(files, tokenizer, settings):
         digest.update(str(path.resolve()).encode("utf-8", "surrogateescape") + b"\0")
         digest.update(hashlib.sha256(path.read_bytes()).digest())
     return digest.hexdigest()[:24]
-
-
-def _save_atomically(path, **arrays):
-    handle, tmp = tempfile.mkstemp(dir=os.path.dirname(path), suffix=".tmp")
-    try:
-        with os.fdopen(handle, "wb") as out:
-            np.savez(out, **arrays)
-        os.replace(tmp, path)
-    except BaseException:
-        os.unlink(tmp)
-        raise
 
 
 def load_corpus(paths, tokenizer, *, cache_dir=None, write_cache=True, min_tokens=1, text_format="auto",
@@ -246,8 +240,7 @@ def save_corpus_cache(corpus, cache_path):
     """Write ``corpus`` where `load_corpus` reads it back (atomically)."""
     os.makedirs(os.path.dirname(cache_path), exist_ok=True)
     lengths = [len(ids) for ids in corpus.token_ids]
-    _save_atomically(
-        cache_path,
+    arrays = dict(
         flat=np.concatenate(corpus.token_ids or [np.zeros(0, np.int32)]).astype(np.int32),
         offsets=np.concatenate([[0], np.cumsum(lengths, dtype=np.int64)]),
         labels=np.array([l or "" for l in corpus.labels], dtype=str),
@@ -255,4 +248,9 @@ def save_corpus_cache(corpus, cache_path):
         sources=np.array(corpus.sources, dtype=str),
         skipped=np.array(json.dumps(corpus.skipped)),
     )
-    note_written(cache_path)
+
+    def write(tmp):
+        with open(tmp, "wb") as out:
+            np.savez(out, **arrays)
+
+    atomic_write(cache_path, write)

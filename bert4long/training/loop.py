@@ -1,8 +1,10 @@
 """`fit_resumable`: Keras ``model.fit`` in checkpointed intervals, resumable after any interruption."""
 import contextlib
+import glob
 import importlib.util
 import math
 import os
+import secrets
 import sys
 import time
 from collections.abc import Callable, Iterable, Mapping
@@ -12,6 +14,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
+from bert4long.outputs import note_written
 from bert4long.training.interrupt import (
     TrainingInterrupted,
     signal_name,
@@ -19,6 +22,31 @@ from bert4long.training.interrupt import (
 )
 from bert4long.training.lock import RunLock
 from bert4long.training.resume import RunDirectory
+
+
+class EpochSummaries(keras.callbacks.Callback):
+    """TensorBoard's epoch scalars (``epoch_loss``, ..., ``epoch_learning_rate``) in ``folder``, one event file per
+    ``fit``, named with a token of this run and recorded as bert4long's once made (`note_written`): an event file
+    of yours beside them is never taken for one of bert4long's."""
+
+    def __init__(self, folder: str) -> None:
+        super().__init__()
+        self.folder = folder
+        self.suffix = f".bert4long-{secrets.token_hex(8)}.v2"
+        self.writer = None
+
+    def on_train_begin(self, logs=None):
+        self.writer = tf.summary.create_file_writer(self.folder, filename_suffix=self.suffix)
+        note_written(*glob.glob(os.path.join(glob.escape(self.folder), "*" + self.suffix)), growing=True)
+
+    def on_epoch_end(self, epoch, logs=None):
+        rate = float(keras.ops.convert_to_numpy(self.model.optimizer.learning_rate))
+        with self.writer.as_default():
+            for name, value in {**(logs or {}), "learning_rate": rate}.items():
+                tf.summary.scalar(f"epoch_{name}", value, step=epoch)
+
+    def on_train_end(self, logs=None):
+        self.writer.close()
 
 
 class StopOnSignal(keras.callbacks.Callback):
@@ -144,8 +172,8 @@ def fit_resumable(
     ``on_save(step, directory)`` is called after every checkpoint written (the
     CLI prints a line, even when quiet).
 
-    Returns a dict: ``start_step``, ``steps``, ``seconds``, ``tokens_per_second``,
-    ``logs`` (the last interval's Keras logs).
+    Returns a dict: ``start_step``, ``steps`` (the step reached: fewer than asked when a callback stopped
+    the run), ``seconds``, ``tokens_per_second``, ``logs`` (the last interval's Keras logs).
 
     Example:
     >>> from bert4long.training import fit_resumable
@@ -182,7 +210,7 @@ def _fit_intervals(model, make_dataset, steps, run, save_every, tokens_per_step,
     if tensorboard and importlib.util.find_spec("tensorboard") is None:
         _log("TensorBoard logs skipped: pip install tensorboard to get them.", verbose)
     elif tensorboard:
-        extra.append(keras.callbacks.TensorBoard(os.path.join(run.out_dir, "logs"), update_freq="epoch"))
+        extra.append(EpochSummaries(os.path.join(run.out_dir, "logs", "train")))
     logs, begin, step = {}, time.perf_counter(), start
     while step < steps and stopper.received is None:
         length = min(interval - step % interval, steps - step)
@@ -226,10 +254,10 @@ def _fit_intervals(model, make_dataset, steps, run, save_every, tokens_per_step,
                if save_every else "saved nothing (this process writes no checkpoints)."),
             stopper.received)
     seconds = time.perf_counter() - begin
-    done = steps - start
+    done = step - start
     return {
         "start_step": start,
-        "steps": steps,
+        "steps": step,
         "seconds": seconds,
         "tokens_per_second": (done * tokens_per_step / seconds) if tokens_per_step and done else math.nan,
         "logs": logs,

@@ -5,24 +5,25 @@ Layout under ``out_dir/checkpoints/``::
     step-000200/ckpt.index, ckpt.data-*, run.json   one complete training state each
     latest                                           name of the newest complete one
 
-A state is written into a hidden temporary folder and renamed into place only
-when complete, and ``latest`` is replaced atomically afterwards, so neither a
-``kill -9`` nor a full disk during a write can leave a partial state where
-`RunDirectory.restore` looks. ``run.json`` records the model configuration;
-resuming with a different one is refused.
+A state is written into a new hidden temporary folder (``.tmp-step-*``, made by
+`bert4long.outputs.temporary`) and renamed into place only when complete, and
+``latest`` is replaced atomically afterwards, so neither a ``kill -9`` nor a full
+disk during a write can leave a partial state where `RunDirectory.restore` looks.
+``run.json`` records the model configuration; resuming with a different one is
+refused. Old states are pruned only while the output folder's record says bert4long
+wrote them (`bert4long.outputs.remove_written`).
 """
 import errno
 import hashlib
 import json
 import os
-import shutil
 from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
 import tensorflow as tf
 
-from bert4long.outputs import is_disk_full, note_written, write_text_atomically
+from bert4long.outputs import is_disk_full, note_written, remove_written, temporary, write_text_atomically
 
 POINTER = "latest"
 
@@ -86,6 +87,11 @@ class RunDirectory:
     def _state_dir(self, step):
         return os.path.join(self.directory, f"step-{int(step):09d}")
 
+    def _states(self):
+        """The steps of the state folders here, oldest first (a folder named otherwise is not a state)."""
+        names = os.listdir(self.directory) if os.path.isdir(self.directory) else []
+        return sorted(int(n[5:]) for n in names if n[5:].isdigit() and os.path.basename(self._state_dir(n[5:])) == n)
+
     def latest_step(self) -> int | None:
         """The step of the newest complete state, or None."""
         pointer = os.path.join(self.directory, POINTER)
@@ -94,8 +100,7 @@ class RunDirectory:
                 name = f.read().strip()
             if os.path.isfile(os.path.join(self.directory, name, "run.json")):
                 return int(name.split("-")[1])
-        steps = [int(n.split("-")[1]) for n in os.listdir(self.directory) if n.startswith("step-")
-                 and os.path.isfile(os.path.join(self.directory, n, "run.json"))] if os.path.isdir(self.directory) else []
+        steps = [s for s in self._states() if os.path.isfile(os.path.join(self._state_dir(s), "run.json"))]
         return max(steps) if steps else None
 
     def state_record(self, step: int) -> dict[str, Any]:
@@ -149,19 +154,17 @@ class RunDirectory:
         """Write a complete state for ``step`` atomically, then prune old ones."""
         os.makedirs(self.directory, exist_ok=True)
         final = self._state_dir(step)
-        tmp = os.path.join(self.directory, f".tmp-step-{int(step):09d}-{os.getpid()}")
-        shutil.rmtree(tmp, ignore_errors=True)
         try:
-            os.makedirs(tmp)
-            _write_state(checkpoint, os.path.join(tmp, "ckpt"))
-            write_text_atomically(os.path.join(tmp, "run.json"),
-                                  json.dumps({"step": int(step), "config": self.config, **(extra or {})}, indent=2))
-            shutil.rmtree(final, ignore_errors=True)
-            os.replace(tmp, final)
+            with temporary(self.directory, f".tmp-step-{int(step):09d}-", folder=True) as tmp:
+                _write_state(checkpoint, os.path.join(tmp, "ckpt"))
+                write_text_atomically(os.path.join(tmp, "run.json"),
+                                      json.dumps({"step": int(step), "config": self.config, **(extra or {})}, indent=2))
+                if os.path.lexists(final):
+                    remove_written(final)
+                os.replace(tmp, final)
             note_written(final)
             write_text_atomically(os.path.join(self.directory, POINTER), os.path.basename(final))
         except BaseException as error:
-            shutil.rmtree(tmp, ignore_errors=True)
             if not (isinstance(error, OSError) or is_disk_full(error)):
                 raise
             previous = self.latest_step()
@@ -175,6 +178,5 @@ class RunDirectory:
         self._prune()
 
     def _prune(self):
-        names = sorted(n for n in os.listdir(self.directory) if n.startswith("step-"))
-        for name in names[: -self.keep]:
-            shutil.rmtree(os.path.join(self.directory, name), ignore_errors=True)
+        for step in self._states()[: -self.keep]:
+            remove_written(self._state_dir(step))
