@@ -24,6 +24,7 @@ from bert4long.checkpoints import (  # noqa: F401 -- OPTIONAL_PREFIXES: a bert4l
     CheckpointReader,
     MissingCheckpointVariableError,
     WeightReader,
+    is_float,
     write_checkpoint,
 )
 from bert4long.config_keys import CONFIG_KEYS, from_google_config, read_config, to_google_config
@@ -104,6 +105,14 @@ def load_mapped_weights(builder, reader):
         if ckpt_name not in reader:
             raise MissingCheckpointVariableError(ckpt_name, missing_message(builder, reader, layer_name, path, ckpt_name))
         value = to_layer(reader.get(ckpt_name), transform, builder.keep_tokens)
+        if is_float(value.dtype) != is_float(variable.dtype):
+            expected_kind = "floating-point" if is_float(variable.dtype) else "integer"
+            raise ValueError(
+                f"Checkpoint {reader.kind} {ckpt_name!r}{reader.source(ckpt_name)} in {reader.prefix!r} holds "
+                f"{value.dtype} data, but layer {layer_name!r} weight {path!r} takes {expected_kind} values "
+                f"({variable.dtype}): the file declares another type than the weight's, so its values would be misread. "
+                "Use an intact copy of the checkpoint, or write it again with each weight's own type."
+            )
         expected = tuple(variable.shape)
         if value.shape != expected:
             if value.size == int(np.prod(expected)) and transform is None and value.shape[0] == expected[0]:
@@ -281,15 +290,22 @@ def save_huggingface_folder(builder, folder, family):
     write_safetensors_folder(folder, tensors, config)
 
 
+# Rows a model's word-embedding table may have beyond the ids of a Hugging Face tokenizer.json (``allow_padded``):
+# a table padded for the hardware gets fewer than 128 (ModernBERT: 50,368 rows over its tokenizer's 50,280 ids). A
+# vocab.txt or a sentencepiece model (XLM-RoBERTa's fairseq ids and <mask> included) numbers every row of the table
+# it came with, so that table matches it exactly.
+PADDING_ROWS = 127
+
+
 def check_vocab_size(vocab_size, config_path=None, checkpoint_path=None, vocab_path="the vocabulary",
                      allow_padded=False, model_size=None):
     """Refuse a tokenizer vocabulary whose size differs from the model's, naming both sizes.
 
     The model's size is the checkpoint's word-embedding rows (else the config's
-    ``vocab_size``). A smaller vocabulary means the files do not belong
-    together (except with ``allow_padded``: models such as ModernBERT pad their
-    embedding table beyond the tokenizer's ids); a larger one gives ids the model
-    has no row for.
+    ``vocab_size``). A larger vocabulary gives ids the model has no row for; a smaller
+    one means the files do not belong together (its ids may mean other tokens),
+    except with ``allow_padded`` (a tokenizer.json) for a table at most `PADDING_ROWS`
+    rows larger: padded for the hardware, as ModernBERT's.
 
     Example:
     >>> import tempfile
@@ -314,12 +330,17 @@ def check_vocab_size(vocab_size, config_path=None, checkpoint_path=None, vocab_p
     if model_size is None and expected is None and config_path is not None:
         config = read_config(config_path)
         expected, source = config.get("vocab_size"), f"vocab_size in {config_path!r}"
-    if expected is not None and vocab_size != expected and not (allow_padded and vocab_size < expected):
-        raise ValueError(
-            f"{vocab_path} has {vocab_size} entries but the model's vocabulary has {expected} ({source}): the "
-            "tokenizer would produce ids the model cannot read or that mean other tokens. Use the tokenizer that "
-            "came with this checkpoint (the vocab.txt with --vocab, or the folder's own tokenizer files)."
-        )
+    padding = PADDING_ROWS if allow_padded else 0
+    if expected is None or 0 <= expected - vocab_size <= padding:
+        return
+    why = ("the tokenizer would produce ids the model has no row for" if vocab_size > expected else
+           f"{expected - vocab_size} rows of the table would never be read and the ids may mean other tokens than "
+           "the model learnt" + (f" (a tokenizer.json's table may be padded by at most {PADDING_ROWS} rows)"
+                                 if allow_padded else ""))
+    raise ValueError(
+        f"{vocab_path} has {vocab_size} entries but the model's vocabulary has {expected} ({source}): {why}. Use the "
+        "tokenizer that came with this checkpoint (the vocab.txt with --vocab, or the folder's own tokenizer files)."
+    )
 
 
 class CheckpointIO:

@@ -11,13 +11,11 @@ Face's converters and `tf.train.list_variables` read by its original names.
 """
 import errno
 import os
-import shutil
-import tempfile
 
 import numpy as np
 import tensorflow as tf
 
-from bert4long.outputs import is_disk_full, note_written
+from bert4long.outputs import is_disk_full, note_written, temporary
 
 OPTIMIZER_SLOT_SUFFIXES = ("/adam_m", "/adam_v", "/Adam", "/Adam_1", "/LAMB", "/LAMB_1")
 CHECKPOINT_FILENAMES = ("bert_model.ckpt", "albert_model.ckpt", "model.ckpt")
@@ -33,6 +31,37 @@ def trained_google_name(name):
     (True, False)
     """
     return "/" in name and not name.startswith(OPTIONAL_PREFIXES)
+
+
+def is_float(dtype):
+    """True for floating-point data (numpy's, and TensorFlow's ``bfloat16``), which every model weight holds.
+
+    >>> import numpy as np
+    >>> is_float(np.float16), is_float(np.int32), is_float(np.bool_)
+    (True, False, False)
+    """
+    dtype = np.dtype(dtype)
+    return dtype.kind == "f" or "float" in dtype.name
+
+
+def check_finite(value, where):
+    """Refuse an array read from a checkpoint that holds NaN or infinite values (``where``: the file and the
+    tensor, for the message): a model would compute NaN from it, silently. One pass over the array as it is read.
+
+    >>> import numpy as np
+    >>> check_finite(np.array([1.0, np.inf]), "tensor 'x' of 'model.safetensors'")
+    Traceback (most recent call last):
+    ...
+    ValueError: tensor 'x' of 'model.safetensors' holds 1 NaN or infinite value(s) of 2 (first at index (1,)): ...
+    """
+    if not is_float(value.dtype):
+        return
+    finite = np.isfinite(value)
+    if not finite.all():
+        first = tuple(int(i) for i in np.argwhere(~finite)[0])
+        raise ValueError(f"{where} holds {int(finite.size - finite.sum())} NaN or infinite value(s) of {finite.size} "
+                         f"(first at index {first}): a model would compute NaN from it. The checkpoint is damaged, or "
+                         "its training diverged: use an intact copy, or one saved before the loss became NaN.")
 
 
 class MissingCheckpointVariableError(ValueError, KeyError):
@@ -204,13 +233,15 @@ class CheckpointReader(WeightReader):
 
     def _read(self, name):
         try:
-            return self._reader.get_tensor(name)
+            value = self._reader.get_tensor(name)
         except (IndexError, tf.errors.OpError) as error:   # "Read less bytes than requested", bad checksum, ...
             files = " / ".join(map(repr, self.data_files())) or repr(self.prefix + ".data-*")
             raise ValueError(
                 f"Checkpoint data file {files} is damaged or truncated: reading {name!r} failed "
                 f"({str(error).splitlines()[0][:200]}). Copy or download the checkpoint again."
             ) from None
+        check_finite(value, f"Checkpoint {self.prefix!r}: variable {name!r}")
+        return value
 
     def check(self):
         """Read every variable once (optimizer slots too), so a damaged data file is found now (`ValueError`)."""
@@ -258,8 +289,7 @@ def write_checkpoint(prefix, variables, max_shard_bytes=None):
     directory = os.path.dirname(prefix)
     os.makedirs(directory, exist_ok=True)
     names = sorted(variables)
-    tmp_dir = tempfile.mkdtemp(prefix=".tmp-ckpt-", dir=directory)
-    try:
+    with temporary(directory, ".tmp-ckpt-", folder=True) as tmp_dir:
         tmp_prefix = os.path.join(tmp_dir, os.path.basename(prefix))
         shards = _shards(names, variables, max_shard_bytes)
         try:
@@ -287,5 +317,3 @@ def write_checkpoint(prefix, variables, max_shard_bytes=None):
         for filename in os.listdir(directory):   # shards of an older write with another shard count
             if filename.startswith(data_prefix) and filename not in produced:
                 os.remove(os.path.join(directory, filename))
-    finally:
-        shutil.rmtree(tmp_dir, ignore_errors=True)

@@ -74,21 +74,39 @@ def trained_positions(config):
     return config.get("max_position_embeddings", config.get("max_position"))
 
 
-# Keys (any naming: Google, Hugging Face, bert4long) and what their values must be.
+# Keys (any naming: Google, Hugging Face, bert4long; every integer key of the families' key tables and builders)
+# and what their values must be.
 POSITIVE_INTS = ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size",
-                 "max_position_embeddings", "max_position", "embedding_size")
-NON_NEGATIVE_INTS = ("type_vocab_size", "segment_vocab_size")
+                 "max_position_embeddings", "max_position", "embedding_size", "attention_head_size",
+                 "attention_key_size", "max_relative_position", "block_size", "num_random_blocks", "local_attention",
+                 "global_attn_every_n_layers")
+NON_NEGATIVE_INTS = ("type_vocab_size", "segment_vocab_size", "pad_token_id")
 POSITIVE_FLOATS = ("layer_norm_eps", "layer_norm_epsilon", "norm_eps", "initializer_range")
 RATES = ("hidden_dropout_prob", "attention_probs_dropout_prob", "dropout_rate", "attention_dropout_rate")
+# The position extension a checkpoint was trained with (`bert4long.position_record`: its format and its check).
+RECORD_KEY = "bert4long_position_extension"
+
+
+def integer_problem(value, least):
+    """What is wrong with ``value`` for a JSON integer of at least ``least`` (None if nothing): ``2.0``, ``"2"`` and
+    ``true`` are not integers, and the message says how the value was written.
+
+    >>> integer_problem(2, 1), integer_problem(2.0, 1)
+    (None, 'must be a whole number >= 1 (an integer: 2, not 2.0)')
+    """
+    if isinstance(value, int) and not isinstance(value, bool) and value >= least:
+        return None
+    written = (" (a number, not a string)" if isinstance(value, str) else
+               f" (a number, not {str(value).lower()})" if isinstance(value, bool) else
+               f" (an integer: {int(value)}, not {value})" if isinstance(value, float) and value.is_integer() else "")
+    return f"must be a whole number >= {least}{written}"
 
 
 def _bad_value(key, value):
     """What is wrong with ``value`` for ``key`` (None if nothing)."""
     number = isinstance(value, (int, float)) and not isinstance(value, bool)
     if key in POSITIVE_INTS + NON_NEGATIVE_INTS:
-        least = 1 if key in POSITIVE_INTS else 0
-        if not (number and float(value).is_integer() and value >= least):
-            return f"must be a whole number >= {least}" + (" (a number, not a string)" if isinstance(value, str) else "")
+        return integer_problem(value, 1 if key in POSITIVE_INTS else 0)
     elif key in POSITIVE_FLOATS:
         if not (number and math.isfinite(value) and value > 0):
             return "must be a finite number > 0"
@@ -99,7 +117,8 @@ def _bad_value(key, value):
 
 
 def validate_config(config, source):
-    """Refuse (``ValueError`` naming ``source``, the key and the fix) a config that would build a broken model."""
+    """Refuse (``ValueError`` naming ``source``, the key and the fix) a config that would build a broken model, or
+    whose position-extension record is not one bert4long writes (`bert4long.position_record.check_record`)."""
     if not isinstance(config, dict):
         raise ValueError(f"Config file {source!r} holds a JSON {type(config).__name__}, not an object: a model "
                          'config is {"hidden_size": 768, ...}. Pass the bert_config.json or config.json of the model.')
@@ -112,6 +131,10 @@ def validate_config(config, source):
     if hidden and heads and hidden % heads:
         raise ValueError(f"Config file {source!r}: num_attention_heads = {heads} does not divide hidden_size = "
                          f"{hidden} (each head gets hidden_size / num_attention_heads dimensions). Fix one of them.")
+    if config.get(RECORD_KEY) is not None:
+        from bert4long.position_record import check_record
+
+        check_record(config, source)
     return config
 
 

@@ -11,12 +11,13 @@ import shutil
 from bert4long.checkpoints import write_checkpoint
 from bert4long.layers.position_extension import PositionExtension
 from bert4long.outputs import OutputFolder
+from bert4long.position_alpha import DEFAULT_ALPHA
 from bert4long.position_record import RECORD_KEY, describe, position_record, reads_alike, recorded_extension
 
 POSITION_VARIABLE = "bert/embeddings/position_embeddings"
 
 
-def extend_position_table(table, method, max_position, alpha=0.4):
+def extend_position_table(table, method, max_position, alpha=DEFAULT_ALPHA):
     """Return the ``[max_position, dim]`` table that ``method`` gives for a trained ``[n, dim]`` table.
 
     Example:
@@ -53,7 +54,7 @@ def extend_checkpoint(config_path, checkpoint_path, method, max_position, out_di
     if POSITION_VARIABLE not in variables:
         raise ValueError(f"Checkpoint {reader.prefix!r} has no {POSITION_VARIABLE!r}: nothing to extend "
                          "(relative/rotary models such as NEZHA and RoFormer need no extension).")
-    recorded = recorded_extension(config, repr(os.fspath(config_path)))
+    recorded = recorded_extension(config)
     if alpha is None and recorded is not None and recorded.method == method:
         alpha = recorded.alpha
     extension = PositionExtension(method, alpha, max_position)

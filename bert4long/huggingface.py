@@ -236,8 +236,7 @@ def open_huggingface_folder(folder, family=None, config=None):
     config_file = os.path.join(folder, "config.json")
     hf = config or {}
     if config is None and os.path.isfile(config_file):
-        with open(config_file, encoding="utf-8") as f:
-            hf = json.load(f)
+        hf = read_config(config_file)
     elif config is None and family is None:
         raise FileNotFoundError(f"Not a Hugging Face model folder: {config_file!r} does not exist (a folder needs "
                                 "config.json and model.safetensors).")

@@ -18,11 +18,15 @@ swallows unknown ones in ``**kwargs`` (the key is not its ``hierarchical_positio
 silently switched on: pass it the recorded alpha yourself); transformers' ``PretrainedConfig`` keeps unknown
 keys as attributes.
 """
-from bert4long.layers.position_extension import PositionExtension, validate_alpha
+from bert4long.config_keys import RECORD_KEY, integer_problem, trained_positions
+from bert4long.layers.position_extension import EXTENSION_METHODS, PositionExtension, validate_alpha
+from bert4long.position_alpha import ALPHA_RANGE, DEFAULT_ALPHA, alpha_problem
 
-RECORD_KEY = "bert4long_position_extension"
 # build_transformer_model's position keywords (None: not given)
 POSITION_OPTIONS = ("hierarchical_position", "position_extension", "position_extension_length")
+# The keys `position_record` writes, and a record as it writes one (for messages).
+RECORD_KEYS = ("method", "alpha", "length", "trained_positions", "materialized")
+EXAMPLE_RECORD = f'{{"method": "hierarchical", "alpha": {DEFAULT_ALPHA}, "trained_positions": 512}}'
 
 
 def position_record(extension, trained_positions, materialized=False):
@@ -47,9 +51,10 @@ def position_record(extension, trained_positions, materialized=False):
     return record
 
 
-def recorded_extension(config, source="the config"):
-    """The `PositionExtension` a loader must apply to the table of ``config`` (a config dict, any naming), or
-    None: nothing recorded, or a materialised table (``extend``) that holds its rows already.
+def recorded_extension(config):
+    """The `PositionExtension` a loader must apply to the table of ``config`` (a config dict, any naming, its record
+    checked when it was read: `check_record`), or None: nothing recorded, or a materialised table (``extend``)
+    that holds its rows already.
 
     Example:
     >>> from bert4long.position_record import recorded_extension
@@ -57,14 +62,58 @@ def recorded_extension(config, source="the config"):
     PositionExtension('copy', alpha=None, length=2048)
     """
     record = config.get(RECORD_KEY)
-    if not record or record.get("materialized"):
+    if record is None or record.get("materialized"):
         return None
-    try:
-        return PositionExtension(record.get("method"), record.get("alpha"), record.get("length"))
-    except (AttributeError, ValueError) as error:
-        raise ValueError(f"{source}: {RECORD_KEY} = {record!r} is not a position extension bert4long wrote "
-                         f"({error}). Fix or remove that key (bert4long writes e.g. "
-                         '{"method": "hierarchical", "alpha": 0.4, "trained_positions": 512}).') from None
+    return PositionExtension(record["method"], record.get("alpha"), record.get("length"))
+
+
+def _record_problem(record, table):
+    """``(key, what is wrong)`` with ``record`` describing a table of ``table`` trained positions (None: unknown),
+    or None."""
+    if not isinstance(record, dict):
+        return None, "must be a JSON object"
+    unknown = sorted(set(record) - set(RECORD_KEYS))
+    if unknown:
+        return unknown[0], f"is not a key of the record (its keys: {', '.join(RECORD_KEYS)})"
+    method, alpha, length = record.get("method"), record.get("alpha"), record.get("length")
+    trained, materialized = record.get("trained_positions"), record.get("materialized", False)
+    if method not in EXTENSION_METHODS:
+        return "method", f"must be one of {', '.join(EXTENSION_METHODS)}"
+    if "alpha" in record and (not isinstance(alpha, (int, float)) or isinstance(alpha, bool) or alpha_problem(alpha)):
+        return "alpha", f"must be a number {ALPHA_RANGE}"
+    if ("length" in record or method == "interpolate") and integer_problem(length, 1):
+        return "length", integer_problem(length, 1) + " (the positions the extension places)"
+    if not isinstance(materialized, bool):
+        return "materialized", "must be true or false"
+    if integer_problem(trained, 1):
+        return "trained_positions", integer_problem(trained, 1) + " (the trained rows of the position table)"
+    if table is not None and materialized and trained > table:
+        return "trained_positions", f"must be at most the {table} positions of the table the config describes"
+    if table is not None and not materialized and trained != table:
+        return "trained_positions", f"must be the {table} trained positions of the table the config describes"
+    return None
+
+
+def check_record(config, source):
+    """Refuse (one-line ``ValueError`` naming ``source``, the key and its valid values) a `RECORD_KEY` in ``config``
+    that is not a record `position_record` writes, or that describes another table than the config's.
+
+    Example:
+    >>> from bert4long.position_record import check_record
+    >>> check_record({"max_position_embeddings": 512, "bert4long_position_extension": {
+    ...     "method": "hierarchical", "alpha": 0.5, "trained_positions": 512}}, "bert_config.json")
+    Traceback (most recent call last):
+    ...
+    ValueError: Config file 'bert_config.json': bert4long_position_extension.alpha = 0.5 must be a number in (0, 1) ...
+    """
+    record = config[RECORD_KEY]
+    problem = _record_problem(record, trained_positions(config))
+    if problem is not None:
+        key, what = problem
+        name = (f"{RECORD_KEY} = {record!r}" if key is None else f"{RECORD_KEY}.{key} = {record[key]!r}"
+                if key in record else f"{RECORD_KEY}.{key} (missing)")
+        raise ValueError(f"Config file {source!r}: {name} {what}. Fix or remove that key (bert4long writes e.g. "
+                         f"{EXAMPLE_RECORD}).")
 
 
 def describe(extension):
@@ -115,7 +164,7 @@ def restore_position_options(config, options, source, override=False):
     ...
     ValueError: bert_config.json records the position extension hierarchical (alpha 0.3), but hierarchical (alpha 0.4) ...
     """
-    recorded = recorded_extension(config, source)
+    recorded = recorded_extension(config)
     if recorded is None:
         return options
     extension = recorded

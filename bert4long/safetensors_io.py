@@ -12,7 +12,7 @@ import os
 
 import numpy as np
 
-from bert4long.checkpoints import WeightReader
+from bert4long.checkpoints import WeightReader, check_finite
 from bert4long.outputs import atomic_write, write_text_atomically
 
 WEIGHT_FILENAME = "model.safetensors"
@@ -128,6 +128,7 @@ class SafetensorsReader(WeightReader):
     def get(self, name):
         key, transform = self._sources[name]
         value = self._file.get_tensor(key)
+        check_finite(value, f"Weights file {self.path!r}: tensor {key!r}")
         if transform == "transpose":
             value = value.T
         elif transform == "position_offset":

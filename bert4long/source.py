@@ -89,7 +89,7 @@ class Source:
     @property
     def position_extension(self):
         """The `PositionExtension` the config records (`bert4long.position_record`), or None."""
-        return recorded_extension(self.file_config, self.config_path)
+        return recorded_extension(self.file_config)
 
     @functools.cached_property
     def tokenizer(self):

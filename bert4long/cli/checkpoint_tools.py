@@ -13,6 +13,7 @@ from bert4long.cli.inputs import (
 from bert4long.cli.options import (
     add_model_arguments,
     check_model_options,
+    hierarchical_alpha,
     model_kwargs,
     non_negative_int,
     positive_int,
@@ -20,6 +21,7 @@ from bert4long.cli.options import (
 from bert4long.cli.output_guard import add_overwrite_argument
 from bert4long.data.pooling import MODES
 from bert4long.data.truncation import RAW_TEXT_STRATEGIES
+from bert4long.position_alpha import DEFAULT_ALPHA
 
 ESTIMATED_LENGTHS = (512, 1024, 2048, 4096, 8192, 16384, 32768)
 
@@ -94,11 +96,10 @@ def _refuse_raw_text_for(folder):
 def _fine_tuned_model(args):
     """``(model, label names)`` `bert4long finetune` saved in --run; for --raw-text, its WordPiece vocab, casing
     and length."""
-    from bert4long.cli.run_folder import load_final_model
-    from bert4long.cli.tasks import MODEL_FILES, read_run_settings
+    from bert4long.cli.tasks import load_run_model, read_run_settings
 
     settings = read_run_settings(args.run, "or --checkpoint for an encoder")
-    model = load_final_model(os.path.join(args.run, MODEL_FILES[settings["task"]]))
+    model = load_run_model(args.run, settings)
     if args.raw_text:
         vocab = os.path.join(args.run, "vocab.txt")
         _refuse_raw_text_for(None if os.path.isfile(vocab) else args.run)
@@ -154,10 +155,10 @@ def run_info(args):
             _print_family_lines(reader, config, source.family)
             print(_tokenizer_line(args, source))
             return
-        _print_google_lines(args, source, config, config_path)
+        _print_google_lines(args, source, config)
 
 
-def _print_google_lines(args, source, config, config_path):
+def _print_google_lines(args, source, config):
     """Lengths, heads, tokenizer and attention fit of a checkpoint read under Google names."""
     import numpy as np
 
@@ -166,7 +167,7 @@ def _print_google_lines(args, source, config, config_path):
     reader = source.reader
     n = trained_positions(config)
     if n:
-        print(_lengths_line(n, source.file_config, config_path))
+        print(_lengths_line(n, source.file_config))
     heads = [h for h, p in (("MLM", "cls/predictions/"), ("NSP", "cls/seq_relationship/"), ("pooler", "bert/pooler/"))
              if any(name.startswith(p) for name in reader.names())]
     print(f"heads: {', '.join(heads) or 'none (encoder only)'}")
@@ -177,12 +178,12 @@ def _print_google_lines(args, source, config, config_path):
         _print_attention_fit(config, parameters, _memory_bytes())
 
 
-def _lengths_line(n, config, path):
+def _lengths_line(n, config):
     """The lengths a checkpoint of ``n`` trained positions reads: with the extension its ``config`` records (that
     every command applies, `bert4long.position_record`), else as trained or with --hierarchical-position."""
     from bert4long.position_record import RECORD_KEY, describe, recorded_extension
 
-    recorded = recorded_extension(config, path)
+    recorded = recorded_extension(config)
     longer = "longer: split into chunks (finetune --pooling chunks)"
     if recorded is not None:
         return (f"lengths: up to {recorded.capacity(n) or 'any number of'} tokens with the position extension its "
@@ -218,8 +219,8 @@ def _print_family_lines(reader, config, family):
     n = config.get("max_position")
     raw_path = os.path.join(reader.prefix, "config.json")
     raw = read_config(raw_path)
-    if n and recorded_extension(raw, raw_path) is not None:   # (BigBird: bert4long wrote it with extended positions)
-        print(_lengths_line(n, raw, raw_path))
+    if n and recorded_extension(raw) is not None:   # (BigBird: bert4long wrote it with extended positions)
+        print(_lengths_line(n, raw))
     elif n:
         print(f"lengths: up to {n} tokens as trained ({config['model']}); longer: split into chunks (finetune "
               "--pooling chunks)")
@@ -285,8 +286,9 @@ def add_extend_arguments(parser):
                         help="hierarchical (first n rows unchanged, up to n*n), copy (tile the n rows, as "
                              "Longformer), interpolate (position interpolation)")
     parser.add_argument("--max-position", type=int, required=True, help="the new max_position_embeddings")
-    parser.add_argument("--alpha", type=float,
-                        help="hierarchical alpha (default: the one the checkpoint's config records, else 0.4)")
+    parser.add_argument("--alpha", type=hierarchical_alpha,
+                        help="hierarchical alpha (default: the one the checkpoint's config records, else "
+                             f"{DEFAULT_ALPHA})")
     parser.add_argument("--override-position-extension", action="store_true",
                         help="extend with --method although the checkpoint's config records another extension")
     parser.add_argument("--out", required=True, help="folder for bert_config.json, vocab.txt, bert_model.ckpt.*")

@@ -14,9 +14,10 @@ import os
 import time
 
 from bert4long.cli.inputs import max_position_of, tokenizer_for
+from bert4long.position_alpha import DEFAULT_ALPHA
 
 DEMO_SETTINGS = {"batch_size": 8, "steps": 300, "learning_rate": 3e-4, "eval_sequences": 96,
-                 "hierarchical_position": 0.4, "out": "bert4long_demo"}
+                 "hierarchical_position": DEFAULT_ALPHA, "out": "bert4long_demo"}
 RESULTS = "demo_results.json"
 GUIDE = ("  split         the text cut into independent {n}-token windows: what the model reads without bert4long\n"
          "  copy          one {m}-token window, positions {n}+ reusing the table's rows 0..{n1} (repeated)\n"

@@ -1,6 +1,5 @@
 """Finding what a command reads: the checkpoint, the config and vocabulary beside it, the casing, the
 tokenizer. Every error names the path it looked at and the option that fixes it."""
-import json
 import os
 
 
@@ -62,17 +61,6 @@ COPIED_TOKENIZER_FILES = ("tokenizer.json", "vocab.json", "merges.txt", "added_t
                           "special_tokens_map.json")
 
 
-def _wordpiece_folder(folder):
-    """True when ``folder``'s tokenizer is WordPiece: a vocab.txt, and no tokenizer.json of another model."""
-    if not os.path.isfile(os.path.join(folder, "vocab.txt")):
-        return False
-    tokenizer_json = os.path.join(folder, "tokenizer.json")
-    if not os.path.isfile(tokenizer_json):
-        return True
-    with open(tokenizer_json, encoding="utf-8") as f:
-        return (json.load(f).get("model") or {}).get("type") in (None, "WordPiece")
-
-
 def _has_tokenizer_files(folder):
     names = set(os.listdir(folder)) if os.path.isdir(folder) else set()
     return ("tokenizer.json" in names or {"vocab.json", "merges.txt"} <= names
@@ -83,12 +71,14 @@ def tokenizer_folder(args):
     """The checkpoint's folder when its tokenizer is not a WordPiece vocab.txt (a Hugging Face tokenizer.json,
     vocab.json + merges.txt, or a sentencepiece .model: read by `bert4long.tokenizers.load_tokenizer`), else
     None (WordPiece: `find_vocab`). --vocab always means WordPiece."""
+    from bert4long.tokenizers.folders import is_wordpiece_folder
+
     if getattr(args, "vocab", None):
         return None
     for base in (getattr(args, "checkpoint", None), getattr(args, "config", None)):
         if base:
             folder = _folder_of(base) or "."
-            if _wordpiece_folder(folder):
+            if is_wordpiece_folder(folder):
                 return None
             if _has_tokenizer_files(folder):
                 return folder
@@ -135,29 +125,32 @@ def lower_case_for(args, vocab_path):
 
 
 def tokenizer_for(args, vocab_path=None):
-    """The tokenizer of the checkpoint, refused up front if its size is not the checkpoint's vocabulary.
+    """The tokenizer of the checkpoint, refused up front if its size is not the checkpoint's vocabulary (a
+    tokenizer.json's table may be padded: `bert4long.checkpoint_layout.check_vocab_size`).
 
     A folder whose tokenizer is not WordPiece (`tokenizer_folder`) gets `bert4long.tokenizers.load_tokenizer`'s
     (the casing is the tokenizer's own: ``args.lower_case`` becomes None, and --cased/--uncased are refused);
     otherwise the WordPiece tokenizer of the vocab.txt, cased as `lower_case_for` decides (``args.lower_case``
     is set to the casing chosen)."""
     from bert4long.checkpoint_layout import check_vocab_size
-    from bert4long.tokenizers import Tokenizer, load_tokenizer
+    from bert4long.tokenizers import HuggingFaceTokenizer, Tokenizer, load_tokenizer
 
     folder = None if vocab_path else tokenizer_folder(args)
     if folder is not None:
         if getattr(args, "lower_case", None) is not None:
             raise ValueError(f"--{'un' if args.lower_case else ''}cased applies to WordPiece vocabularies; the "
                              f"tokenizer of {folder!r} decides its own casing: leave the option out")
-        tokenizer, source = load_tokenizer(folder), f"the tokenizer of {folder!r}"
+        tokenizer = load_tokenizer(folder)   # the file it read names it (vocab.json + merges.txt: the folder)
+        source = repr(tokenizer.path) if tokenizer.path else f"the tokenizer of {folder!r}"
     else:
         vocab_path = vocab_path or find_vocab(args)
         args.lower_case = lower_case_for(args, vocab_path)
-        tokenizer, source = Tokenizer(vocab_path, do_lower_case=args.lower_case), vocab_path
+        tokenizer, source = Tokenizer(vocab_path, do_lower_case=args.lower_case), repr(vocab_path)
     resolved = source_of(args)
     if resolved is not None:
         check_vocab_size(tokenizer.vocab_size, args.config, args.checkpoint, vocab_path=source,
-                         allow_padded=folder is not None, model_size=resolved.model_vocab_size())
+                         allow_padded=isinstance(tokenizer, HuggingFaceTokenizer),
+                         model_size=resolved.model_vocab_size())
         check_pad_id(tokenizer, resolved, source)
     return tokenizer
 
@@ -195,3 +188,40 @@ def describe_tokenizer(tokenizer, args):
     names = [(tokenizer.id_to_token(i) if i is not None else None) for i in (tokenizer.cls_id, tokenizer.sep_id)]
     return (f"tokenizer: {kind}, {tokenizer.vocab_size} entries ({where}); {names[0]} {tokenizer.cls_id}, "
             f"{names[1]} {tokenizer.sep_id}, pad {tokenizer.pad_id}, mask {tokenizer.mask_id}")
+
+
+def check_utf8(path, option, fix="save it as UTF-8"):
+    r"""Refuse a text file that is not UTF-8 in one line naming the option, the file, the line and ``fix``.
+
+    >>> import os, tempfile
+    >>> path = os.path.join(tempfile.mkdtemp(), "labels.txt")
+    >>> _ = open(path, "wb").write(b"good\nb\xe9d\n")
+    >>> check_utf8(path, "labels")
+    Traceback (most recent call last):
+    ValueError: --labels '...labels.txt': line 2 is not UTF-8 (byte b'\xe9' at column 2): save it as UTF-8
+    """
+    with open(path, "rb") as f:
+        for number, line in enumerate(f, start=1):
+            try:
+                line.decode("utf-8")
+            except UnicodeDecodeError as error:
+                raise ValueError(f"--{option} {path!r}: line {number} is not UTF-8 (byte "
+                                 f"{line[error.start:error.start + 1]!r} at column {error.start + 1}): {fix}") from None
+
+
+def read_labels(path):
+    """The labels of a --labels file, one a line (blank lines and a UTF-8 byte-order mark ignored), refused in one
+    line naming the file when it is missing, not UTF-8, empty or lists a label twice."""
+    if not os.path.isfile(path):
+        raise FileNotFoundError(f"--labels {path!r}: no such file; give one label per line, or leave --labels out "
+                                "to use the labels of --train")
+    check_utf8(path, "labels")
+    with open(path, encoding="utf-8-sig") as f:
+        labels = [line.strip() for line in f if line.strip()]
+    if not labels:
+        raise ValueError(f"--labels {path!r} holds no labels: write one label per line")
+    repeated = sorted({label for label in labels if labels.count(label) > 1})
+    if repeated:
+        raise ValueError(f"--labels {path!r} lists {', '.join(map(repr, repeated))} more than once: each label on "
+                         "one line only (the head gets one output per line)")
+    return labels

@@ -10,8 +10,8 @@ import ast
 import math
 
 from bert4long.kernel_names import BUILT_IN_KERNELS, DEFAULT_KERNEL
+from bert4long.position_alpha import ALPHA_RANGE, DEFAULT_ALPHA, alpha_problem
 
-HIERARCHICAL_ALPHA = 0.4
 POSITION_EXTENSIONS = ("hierarchical", "copy", "interpolate")
 
 
@@ -38,17 +38,15 @@ sequence_length = _number(int, lambda v: v >= 8, "a sequence length of at least 
 
 
 def hierarchical_alpha(text):
-    """``--hierarchical-position ALPHA``: 0 < alpha < 0.5."""
+    """``--hierarchical-position ALPHA`` (and ``extend --alpha``): the library's range (`bert4long.position_alpha`)."""
     try:
         alpha = float(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number between 0 and 0.5 (e.g. 0.4), got {text!r}") from None
-    if not 0 < alpha < 0.5:
-        reason = ("0.5 makes positions i*n+j and j*n+i identical" if alpha == 0.5 else
-                  "from 0.5 on the coarse position outweighs the fine one (and 1 or more extrapolates the table)"
-                  if alpha > 0.5 else "it must be positive")
-        raise argparse.ArgumentTypeError(f"alpha must be between 0 and 0.5 (exclusive), got {text}: {reason}; "
-                                         "leave the value out for the usual 0.4")
+        raise argparse.ArgumentTypeError(f"expected a number {ALPHA_RANGE} (e.g. {DEFAULT_ALPHA}), got {text!r}") from None
+    problem = alpha_problem(alpha)
+    if problem:
+        raise argparse.ArgumentTypeError(f"alpha must be {ALPHA_RANGE}, got {text}: {problem}; leave the value out "
+                                         f"for the usual {DEFAULT_ALPHA}")
     return alpha
 
 
@@ -66,9 +64,9 @@ def add_model_arguments(parser, checkpoint_required=True):
     parser.add_argument("--model", help="model family: bert (default), roberta, xlm-roberta, albert, albert_unshared, "
                                         "nezha, roformer, electra (a Hugging Face folder's config.json names its own)")
     parser.add_argument("--seq-len", type=sequence_length, default=512, help="tokens per sequence (default 512)")
-    parser.add_argument("--hierarchical-position", nargs="?", const=HIERARCHICAL_ALPHA, type=hierarchical_alpha,
+    parser.add_argument("--hierarchical-position", nargs="?", const=DEFAULT_ALPHA, type=hierarchical_alpha,
                         metavar="ALPHA", help="place up to n^2 positions by hierarchical decomposition (needed above "
-                                              f"n); ALPHA in (0, 0.5), default {HIERARCHICAL_ALPHA}")
+                                              f"n); ALPHA {ALPHA_RANGE}, default {DEFAULT_ALPHA}")
     parser.add_argument("--position-extension", choices=POSITION_EXTENSIONS,
                         help="how to read positions beyond the n trained ones: hierarchical (up to n^2), copy "
                              "(the table tiled, as Longformer) or interpolate (position interpolation)")
@@ -217,7 +215,7 @@ def restore_recorded_positions(args):
 
     source = source_of(args)
     path, config = (source.config_path, source.file_config) if source is not None else (None, {})
-    recorded = recorded_extension(config, path)
+    recorded = recorded_extension(config)
     given = dict(zip(POSITION_OPTIONS, (args.hierarchical_position, args.position_extension, args.max_position)))
     asked = any(value is not None for value in given.values())
     if recorded is None or (asked and args.override_position_extension):

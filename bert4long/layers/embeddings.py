@@ -5,6 +5,7 @@ from keras import ops
 
 from bert4long.layers.position_extension import PositionExtension
 from bert4long.layers.range_checks import checked_ids, poison_rows
+from bert4long.position_alpha import DEFAULT_ALPHA
 
 MERGE_MODES = ("add", "mul", "zero", "concat")
 
@@ -244,7 +245,7 @@ class HierarchicalPositionEmbedding(PositionEmbedding):
     Reference: Su Jianlin, "层次分解位置编码，让BERT可以处理超长文本" (2020).
     """
 
-    def __init__(self, input_dim, output_dim, alpha=0.4, merge_mode="add", **kwargs):
+    def __init__(self, input_dim, output_dim, alpha=DEFAULT_ALPHA, merge_mode="add", **kwargs):
         kwargs.pop("hierarchical", None)
         kwargs.pop("extension", None)
         super().__init__(input_dim, output_dim, merge_mode=merge_mode, hierarchical=alpha, **kwargs)

@@ -13,27 +13,22 @@
 import numpy as np
 from keras import ops
 
+from bert4long.position_alpha import ALPHA_RANGE, DEFAULT_ALPHA, alpha_problem
+
 EXTENSION_METHODS = ("hierarchical", "copy", "interpolate")
 
 
 def validate_alpha(hierarchical):
-    """Turn the ``hierarchical`` option into alpha (float) or None, checking its range."""
+    """Turn the ``hierarchical`` option into alpha (float) or None (True: `DEFAULT_ALPHA`), checking its range
+    (`bert4long.position_alpha`)."""
     if hierarchical is None or hierarchical is False:
         return None
-    if hierarchical is True:
-        return 0.4
-    alpha = float(hierarchical)
-    if alpha == 0.5:
-        reason = "alpha = 0.5 makes positions (i, j) and (j, i) identical"
-    elif alpha >= 1.0:
-        reason = "u[k] = (p[k] - alpha*p[0]) / (1 - alpha) divides by 1 - alpha, zero or negative from 1 on"
-    elif alpha <= 0.0 or alpha != alpha:
-        reason = ("q[i*n + j] = alpha*u[i] + (1 - alpha)*u[j] needs alpha > 0, or every block of n positions "
-                  "would repeat the trained table and the block index i would be lost")
-    else:
-        return alpha
-    raise ValueError(f"Hierarchical position alpha must be in (0, 1) and not 0.5, got {hierarchical!r}: {reason}. "
-                     "Use True (alpha=0.4) or another float such as 0.3.")
+    alpha = DEFAULT_ALPHA if hierarchical is True else float(hierarchical)
+    problem = alpha_problem(alpha)
+    if problem:
+        raise ValueError(f"Hierarchical position alpha must be {ALPHA_RANGE}, got {hierarchical!r}: {problem}. "
+                         f"Use True (alpha={DEFAULT_ALPHA}) or another float such as 0.3.")
+    return alpha
 
 
 def extension_capacity(n, method, length=None):
@@ -86,7 +81,7 @@ def extended_rows(embeddings, position_ids, method=None, alpha=None, length=None
     if method is None:
         return ops.take(embeddings, position_ids, axis=0)
     if method == "hierarchical":
-        return hierarchical_table(embeddings, 0.4 if alpha is None else alpha, position_ids)
+        return hierarchical_table(embeddings, DEFAULT_ALPHA if alpha is None else alpha, position_ids)
     if method == "copy":
         return copy_table(embeddings, position_ids)
     if method == "interpolate":
@@ -105,7 +100,7 @@ class PositionExtension:
 
     Args:
         method: None (the trained positions only), ``'hierarchical'``, ``'copy'`` or ``'interpolate'``.
-        alpha: hierarchical alpha, in (0, 1) and not 0.5 (None: 0.4); ignored by the other methods.
+        alpha: hierarchical alpha, in (0, 1) and not 0.5 (None: `DEFAULT_ALPHA`, 0.4); ignored by the other methods.
         length: target length: required by ``'interpolate'``, a cap for the others.
 
     Example:
@@ -124,7 +119,7 @@ class PositionExtension:
             raise ValueError("position_extension='interpolate' needs the target length: pass "
                              "position_extension_length=N.")
         self.method = method
-        self.alpha = validate_alpha(0.4 if alpha is None else alpha) if method == "hierarchical" else None
+        self.alpha = validate_alpha(DEFAULT_ALPHA if alpha is None else alpha) if method == "hierarchical" else None
         self.length = length
 
     @classmethod

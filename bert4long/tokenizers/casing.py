@@ -30,11 +30,21 @@ def vocab_is_cased(tokens: Iterable[str]) -> bool:
     return capitals > CASED_SHARE * len(words) if len(words) >= 100 else capitals > 0
 
 
-def _read_json(path):
+def read_json(path):
+    """The JSON object in a tokenizer folder's file ``path`` (``{}`` when there is none); ``ValueError`` naming the
+    file when it is not a JSON object."""
     if not os.path.isfile(path):
         return {}
-    with open(path, encoding="utf-8") as f:
-        return json.load(f)
+    try:
+        with open(path, encoding="utf-8") as f:
+            content = json.load(f)
+    except (json.JSONDecodeError, UnicodeDecodeError) as error:
+        raise ValueError(f"{path!r} is not valid JSON ({error}): the tokenizer file is damaged; copy it again from "
+                         "the model's folder or hub page") from None
+    if not isinstance(content, dict):
+        raise ValueError(f"{path!r} holds a JSON {type(content).__name__}, not an object: it is not a tokenizer file "
+                         "transformers writes; copy it again from the model's folder or hub page")
+    return content
 
 
 def lower_case_of(folder: str | os.PathLike, tokens: Iterable[str]) -> bool:
@@ -49,13 +59,13 @@ def lower_case_of(folder: str | os.PathLike, tokens: Iterable[str]) -> bool:
     True
     """
     settings = os.path.join(folder, "tokenizer_config.json")
-    config = _read_json(settings)
+    config = read_json(settings)
     if "do_lower_case" in config:
         if not isinstance(config["do_lower_case"], bool):
             raise ValueError(f"{settings}: do_lower_case must be true or false, got {config['do_lower_case']!r}; "
                              "fix the file or delete the key to let the vocabulary decide")
         return config["do_lower_case"]
-    normalizer = _read_json(os.path.join(folder, "tokenizer.json")).get("normalizer") or {}
+    normalizer = read_json(os.path.join(folder, "tokenizer.json")).get("normalizer") or {}
     if isinstance(normalizer.get("lowercase"), bool):
         return normalizer["lowercase"]
     return not vocab_is_cased(tokens)

@@ -1,9 +1,8 @@
 """`load_tokenizer`: the right tokenizer for a checkpoint folder, from the files it holds."""
 import glob
-import json
 import os
 
-from bert4long.tokenizers.casing import lower_case_of
+from bert4long.tokenizers.casing import lower_case_of, read_json
 from bert4long.tokenizers.huggingface_tokenizer import (
     HuggingFaceTokenizer,
     byte_level_bpe,
@@ -17,17 +16,10 @@ from bert4long.tokenizers.xlm_roberta import XLMRobertaTokenizer
 TOKENIZER_FILES = ("tokenizer.json", "vocab.txt", "vocab.json + merges.txt", "*.model")
 
 
-def _read_json(path):
-    if not os.path.isfile(path):
-        return {}
-    with open(path, encoding="utf-8") as f:
-        return json.load(f)
-
-
 def _check_xlm_roberta(folder, config):
     """Refuse a ``sentencepiece.bpe.model`` that the folder says is not XLM-RoBERTa's (CamemBERT's has other ids)."""
     named = {"tokenizer_config.json": config.get("tokenizer_class"),
-             "config.json": _read_json(os.path.join(folder, "config.json")).get("model_type")}
+             "config.json": read_json(os.path.join(folder, "config.json")).get("model_type")}
     for file, name in named.items():
         if name is not None and not str(name).lower().replace("-", "").startswith("xlmroberta"):
             raise ValueError(
@@ -35,6 +27,14 @@ def _check_xlm_roberta(folder, config):
                 f"{name!r}, whose ids may differ: save the tokenizer as a tokenizer.json "
                 "(transformers: AutoTokenizer.from_pretrained(folder).save_pretrained(folder)) and load that"
             )
+
+
+def is_wordpiece_folder(folder: str | os.PathLike) -> bool:
+    """True when ``folder``'s tokenizer is WordPiece: a ``vocab.txt``, and no ``tokenizer.json`` of another model."""
+    if not os.path.isfile(os.path.join(folder, "vocab.txt")):
+        return False
+    model = read_json(os.path.join(folder, "tokenizer.json")).get("model")
+    return (model.get("type") if isinstance(model, dict) else None) in (None, "WordPiece")
 
 
 def load_tokenizer(folder: str | os.PathLike) -> Tokenizer | SpTokenizer | XLMRobertaTokenizer | HuggingFaceTokenizer:
@@ -68,12 +68,10 @@ def load_tokenizer(folder: str | os.PathLike) -> Tokenizer | SpTokenizer | XLMRo
     folder = os.fspath(folder)
     if not os.path.isdir(folder):
         raise FileNotFoundError(f"no tokenizer folder {folder!r}")
-    config = _read_json(os.path.join(folder, "tokenizer_config.json"))
+    config = read_json(os.path.join(folder, "tokenizer_config.json"))
     tokenizer_json = os.path.join(folder, "tokenizer.json")
-    vocab_txt = os.path.join(folder, "vocab.txt")
-    model_type = _read_json(tokenizer_json).get("model", {}).get("type")
-    if os.path.isfile(vocab_txt) and model_type in (None, "WordPiece"):
-        token_dict = load_vocab(vocab_txt)
+    if is_wordpiece_folder(folder):
+        token_dict = load_vocab(os.path.join(folder, "vocab.txt"))
         return Tokenizer(token_dict, do_lower_case=lower_case_of(folder, token_dict))
     if os.path.isfile(tokenizer_json):
         return HuggingFaceTokenizer(tokenizer_json, special_tokens=config)

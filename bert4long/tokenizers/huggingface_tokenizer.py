@@ -45,7 +45,12 @@ def byte_level_bpe(vocab_file: str, merges_file: str, config: Mapping[str, Any])
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors
 
     add_prefix_space = bool(config.get("add_prefix_space", False))
-    tokenizer = Tokenizer(models.BPE.from_file(vocab_file, merges_file))
+    try:
+        tokenizer = Tokenizer(models.BPE.from_file(vocab_file, merges_file))
+    except Exception as error:   # the tokenizers library raises a bare Exception for files it cannot read
+        raise ValueError(f"{vocab_file!r} + {merges_file!r} are not a BPE vocabulary and merges the tokenizers library "
+                         f"reads ({str(error).splitlines()[0][:200]}): copy them again from the model's folder or "
+                         "hub page") from None
     tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=add_prefix_space)
     tokenizer.decoder = decoders.ByteLevel()
     vocab = tokenizer.get_vocab()
@@ -101,8 +106,14 @@ class HuggingFaceTokenizer:
     ) -> None:
         import tokenizers
 
-        if not isinstance(tokenizer, tokenizers.Tokenizer):
-            tokenizer = tokenizers.Tokenizer.from_file(os.fspath(tokenizer))
+        self.path = None if isinstance(tokenizer, tokenizers.Tokenizer) else os.fspath(tokenizer)
+        if self.path is not None:
+            try:
+                tokenizer = tokenizers.Tokenizer.from_file(self.path)
+            except Exception as error:   # the tokenizers library raises a bare Exception for a file it cannot read
+                raise ValueError(f"{self.path!r} is not a tokenizer file the tokenizers library reads "
+                                 f"({str(error).splitlines()[0][:200]}): copy it again from the model's folder or "
+                                 "hub page") from None
         self._tokenizer = tokenizer
         self._tokenizer.encode_special_tokens = True  # "<s>" in a document is text
         self._tokenizer.no_truncation()

@@ -5,6 +5,8 @@ English ALBERT, T5-style and many multilingual checkpoints ship a sentencepiece
 ``sentencepiece`` library itself (``pip install sentencepiece``); this module
 only adds bert4keras's ``encode`` / ``tokenize`` / ``decode`` conventions.
 """
+import hashlib
+import json
 import os
 from collections.abc import Callable, Iterable, Mapping
 
@@ -54,10 +56,14 @@ class SpTokenizer(TokenizerBase):
     ) -> None:
         import sentencepiece
 
-        sp_model_path = os.fspath(sp_model_path)
-        if not os.path.isfile(sp_model_path):
-            raise FileNotFoundError(f"no sentencepiece model at {sp_model_path!r}")
-        self.sp_model = sentencepiece.SentencePieceProcessor(model_file=sp_model_path)
+        self.path = os.fspath(sp_model_path)
+        if not os.path.isfile(self.path):
+            raise FileNotFoundError(f"no sentencepiece model at {self.path!r}")
+        try:
+            self.sp_model = sentencepiece.SentencePieceProcessor(model_file=self.path)
+        except (RuntimeError, OSError) as error:   # an empty, truncated or foreign file
+            raise ValueError(f"{self.path!r} is not a sentencepiece model ({str(error).splitlines()[0][:200]}): the "
+                             "file is empty or damaged; copy it again from the model's folder or hub page") from None
         self._vocab_size = self.sp_model.get_piece_size()
         self._token_start, self._token_end = token_start, token_end
         self._pre_tokenize = pre_tokenize
@@ -78,6 +84,17 @@ class SpTokenizer(TokenizerBase):
     @property
     def vocab_size(self) -> int:
         return self._vocab_size
+
+    @property
+    def fingerprint(self) -> str:
+        """Hex digest of everything that decides the ids (the model's pieces, the class's id layout, the start/end
+        tokens and the translations): a corpus cache's key."""
+        pre = self._pre_tokenize
+        state = [type(self).__name__, self._token_start, self._token_end, sorted(self._token_translate.items()),
+                 None if pre is None else f"{getattr(pre, '__module__', '')}.{getattr(pre, '__qualname__', repr(pre))}"]
+        digest = hashlib.sha256(self.sp_model.serialized_model_proto())
+        digest.update(json.dumps(state, ensure_ascii=False).encode("utf-8"))
+        return digest.hexdigest()
 
     def token_to_id(self, token: str) -> int:
         return self.sp_model.piece_to_id(token)
