@@ -228,10 +228,10 @@ def test_predict_refuses_input_without_text(capsys, tiny_bert, tmp_path):
     _, checkpoint, _ = tiny_bert
     folder = tmp_path / "docs"
     folder.mkdir()
-    (folder / "blank.txt").write_text("  \n")
+    (folder / "blank.jsonl").write_text("  \n")   # (an empty document is answered: tests/test_safety_ties.py)
     status, err = refused(capsys, ["predict", "--checkpoint", checkpoint, "--input", str(folder),
                                    "--output", str(tmp_path / "out.jsonl")])
-    assert status == 1 and "holds no text files" in err and not (tmp_path / "out.jsonl").exists()
+    assert status == 1 and "holds no documents" in err and not (tmp_path / "out.jsonl").exists()
     (tmp_path / "run").mkdir()
     status, err = refused(capsys, ["predict", "--run", str(tmp_path / "run"), "--input", str(folder),
                                    "--output", str(tmp_path / "out.jsonl")])

@@ -205,11 +205,11 @@ def test_a_resume_refuses_fewer_steps_and_changed_training_settings_without_advi
     assert snapshot(tmp_path / "run") == finished
 
 
-def test_a_lock_with_a_non_numeric_pid_is_judged_by_age_and_a_takeover_never_removes_a_fresh_lock(tmp_path):
+def test_an_unreadable_lock_is_judged_by_age_and_a_takeover_never_removes_a_fresh_lock(tmp_path):
     folder = tmp_path / "run"
     folder.mkdir()
     lock_path = folder / LOCK_NAME
-    lock_path.write_text(json.dumps({"pid": "abc", "host": socket.gethostname()}))
+    lock_path.write_text('{"pid": 12')   # cut short (a lock naming no possible process: tests/test_safety_ties.py)
     with pytest.raises(RunInProgress, match="lock file"):   # recent: maybe being written by a live run
         RunLock(folder).acquire()
     os.utime(lock_path, (time.time() - 120, time.time() - 120))

@@ -14,8 +14,10 @@ import sys
 
 from bert4long.cli.inputs import (
     check_checkpoint,
+    check_utf8,
     describe_tokenizer,
     max_position_of,
+    read_labels,
     source_of,
     tokenizer_for,
 )
@@ -62,7 +64,12 @@ def add_finetune_arguments(parser):
                         help="classify: one label per document; tokens: one tag per token (default classify)")
     parser.add_argument("--train", required=True, help="training .jsonl")
     parser.add_argument("--valid", help="optional validation .jsonl (checked before training starts)")
-    parser.add_argument("--labels", help="file with one label (or tag) per line (default: those of --train, sorted)")
+    parser.add_argument("--labels", help="file with one label (or tag) per line (default: those of --train, sorted); "
+                                         "the head gets one output per line, two or more")
+    parser.add_argument("--allow-one-class", action="store_true",
+                        help="train although --train holds one class (label, or tag) only, which is refused otherwise "
+                             "(the model would learn to answer it whatever it reads); the head still has an output "
+                             "for every label of --labels")
     parser.add_argument("--pooling", default="cls", choices=["cls", "chunks"],
                         help="classify only. cls: [CLS] of one long sequence; chunks: mean of the windows' [CLS]")
     parser.add_argument("--chunks", type=positive_int, default=4, help="windows per document for --pooling chunks")
@@ -74,27 +81,33 @@ def add_finetune_arguments(parser):
     parser.add_argument("--epochs", type=positive_int,
                         help=f"passes over --train (default {DEFAULT_EPOCHS}); --steps instead counts batches")
     parser.add_argument("--select-metric", choices=["macro_f1", "accuracy", "entity_f1", "token_accuracy"],
-                        help="--valid: the score whose best epoch's weights are kept as the final model (default "
-                             "macro_f1 for classify, entity_f1 for tokens)")
+                        help="--valid: the score whose best epoch's weights are kept as the final model, the first "
+                             "of epochs with equal scores (default macro_f1 for classify, entity_f1 for tokens)")
     parser.add_argument("--early-stopping", type=positive_int, metavar="PATIENCE",
-                        help="--valid: stop after PATIENCE epochs without a better --select-metric")
+                        help="--valid: stop after PATIENCE epochs without a better --select-metric (an equal score "
+                             "is no improvement)")
     add_reading_arguments(parser)
 
 
-def _label_list(path, found):
-    if path is None:
-        return sorted(set(found))
-    if not os.path.isfile(path):
-        raise FileNotFoundError(f"--labels {path!r}: no such file; give one label per line, or leave --labels out "
-                                "to use the labels of --train")
-    with open(path, encoding="utf-8") as f:
-        labels = [line.strip() for line in f if line.strip()]
-    if not labels:
-        raise ValueError(f"--labels {path!r} holds no labels: write one label per line")
-    repeated = sorted({label for label in labels if labels.count(label) > 1})
-    if repeated:
-        raise ValueError(f"--labels {path!r} lists {', '.join(map(repr, repeated))} more than once: each label on "
-                         "one line only (the head gets one output per line)")
+def _label_list(args, option, found):
+    """The labels of the head: --labels, else those ``found`` in --train (sorted); refuses fewer than two, and
+    --train data of one class unless --allow-one-class."""
+    labels = read_labels(args.labels) if args.labels else sorted(set(found))
+    kind = "label" if args.task == "classify" else "tag"
+    path = getattr(args, option)
+    classes = sorted(set(found))
+    if not classes:
+        raise ValueError(f"--{option} {path!r} holds no {kind}: give every "
+                         f"{'document a label' if args.task == 'classify' else 'token a tag'}")
+    if len(labels) < 2:
+        where = f"--labels {args.labels!r} lists" if args.labels else f"--{option} {path!r} holds"
+        raise ValueError(f"{where} one {kind} only, {labels[0]!r}: a model with one output answers it whatever it "
+                         f"reads; {'list every' if args.labels else 'add examples of another'} {kind}"
+                         + ("" if args.labels else f", or list every {kind} in --labels (with --allow-one-class)"))
+    if len(classes) == 1 and not args.allow_one_class:
+        raise ValueError(f"--{option} {path!r} holds one {kind} only, {classes[0]!r}: the model would learn to "
+                         f"answer it whatever it reads; add examples of the other {kind}s, or pass --allow-one-class "
+                         "if this is meant")
     return labels
 
 
@@ -105,13 +118,18 @@ def _documents_as_rows(tokenizer, token_ids, args):
     return document_rows(tokenizer, token_ids, args.seq_len, args.chunks if args.pooling == "chunks" else None)
 
 
-def _classification_data(args, tokenizer, path, labels=None):
-    """``(x, y, None, labels, None)`` for a labelled .jsonl; labels are checked here, naming file:line."""
+def _classification_data(args, tokenizer, option, labels=None):
+    """``(x, y, None, labels, None)`` for the labelled .jsonl of ``--option``; labels are checked here, naming
+    file:line (``labels`` None: the training file, which gives them)."""
     from bert4long.data.corpus import load_corpus
     from bert4long.data.pipeline import label_ids
 
+    path = getattr(args, option)
     corpus = load_corpus(path, tokenizer, errors=args.errors, text_format="jsonl")
-    labels = labels or _label_list(args.labels, [label for label in corpus.labels if label is not None])
+    if not len(corpus):
+        raise ValueError(f"--{option} {path!r} holds no document with text (skipped: {corpus.skipped}): each line "
+                         'must be {"text": "...", "label": ...}')
+    labels = labels or _label_list(args, option, [label for label in corpus.labels if label is not None])
     try:
         y = label_ids(corpus, labels)
     except ValueError as error:  # it names file:line relative to the file's folder
@@ -121,12 +139,14 @@ def _classification_data(args, tokenizer, path, labels=None):
     return _documents_as_rows(tokenizer, corpus.token_ids, args), y, None, labels, None
 
 
-def _tagging_data(args, tokenizer, path, labels=None):
-    """``(x, y, weights, labels, owner)`` for a token-labelling .jsonl; tags are checked here, naming file:line."""
+def _tagging_data(args, tokenizer, option, labels=None):
+    """``(x, y, weights, labels, owner)`` for the token-labelling .jsonl of ``--option``; tags are checked here,
+    naming file:line (``labels`` None: the training file, which gives them)."""
     from bert4long.data.tagging import encode_tagged, read_tagged
 
+    path = getattr(args, option)
     words, tags, sources = read_tagged(path)
-    labels = labels or _label_list(args.labels, [t for doc in tags for t in doc])
+    labels = labels or _label_list(args, option, [t for doc in tags for t in doc])
     x, y, weights, owner = encode_tagged(tokenizer, words, tags, labels, args.seq_len, sources)
     return x, y, weights, labels, owner
 
@@ -140,6 +160,8 @@ def check_finetune_arguments(args):
         path = getattr(args, option)
         if path is not None and not os.path.isfile(path):
             raise FileNotFoundError(f"--{option} {path!r}: no such file; pass a .jsonl file")
+        if path is not None:
+            check_utf8(path, option)
     if args.steps is not None and args.epochs is not None:
         raise ValueError(f"--steps {args.steps} and --epochs {args.epochs} both say how long to train: give one")
     if args.steps is not None and args.warmup_steps is not None and args.warmup_steps > args.steps:
@@ -234,8 +256,9 @@ def run_finetune(args):
     tokenizer = tokenizer_for(args)
     print(describe_tokenizer(tokenizer, args), flush=True)
     read = _classification_data if args.task == "classify" else _tagging_data
-    x, y, weights, labels, _ = read(args, tokenizer, args.train)
-    valid = read(args, tokenizer, args.valid, labels) if args.valid else None  # checked before training
+    x, y, weights, labels, _ = read(args, tokenizer, "train")
+    valid = read(args, tokenizer, "valid", labels) if args.valid else None  # checked before training
+    earlier = _earlier_epochs(args.out)
     steps_per_epoch = max(1, len(x) // args.batch_size)
     if args.steps is None:
         args.steps = (args.epochs or DEFAULT_EPOCHS) * steps_per_epoch
@@ -266,7 +289,7 @@ def run_finetune(args):
                 "model": model_kwargs(args), "bucket_lengths": buckets, **run_settings(args, "train", x, y)}
     if not args.global_cls:  # (recorded only when asked: runs from before the option resume unchanged)
         settings["global_cls"] = False
-    record = MetricsRecord(model, valid, labels, args, pad, buckets)
+    record = MetricsRecord(model, valid, labels, args, pad, buckets, steps_per_epoch, earlier)
     epochs = EpochScores(steps_per_epoch, record.epoch_done)
     start_writing(args)
     summary = fit_resumable(model, batches, args.steps, args.out, settings, save_every=args.save_every,
@@ -287,16 +310,14 @@ class MetricsRecord:
     written to ``metrics.json`` in the run folder (the epochs of an earlier, resumed run are kept); ``valid`` is read
     in batches by length, padded to ``buckets``."""
 
-    def __init__(self, model, valid, labels, args, pad_id, buckets):
+    def __init__(self, model, valid, labels, args, pad_id, buckets, steps_per_epoch, earlier):
         from bert4long.data.length_batches import padded_shapes
 
         self.model, self.valid, self.labels, self.args = model, valid, labels, args
+        self.steps_per_epoch = steps_per_epoch
         self.shapes = padded_shapes(valid[0], pad_id, buckets) if valid is not None else None
         self.path = os.path.join(args.out, METRICS_FILE)
-        self.record = {"task": args.task, "epochs": [], "final": None}
-        if os.path.isfile(self.path):
-            with open(self.path, encoding="utf-8") as f:
-                self.record["epochs"] = json.load(f).get("epochs", [])
+        self.record = {"task": args.task, "epochs": earlier, "final": None}
 
     def scores(self):
         from bert4long.training.metrics import scores_from_ids
@@ -318,16 +339,19 @@ class MetricsRecord:
             atomic_write(os.path.join(self.args.out, BEST_FILE), weights_only(self.model).save_weights,
                          suffix=".weights.h5")   # (the weights alone: a third of the model's save_weights)
             line += f" (best {self.args.select_metric} so far)"
-        elif best is not None and self.args.early_stopping and epoch - best["epoch"] >= self.args.early_stopping:
-            line += f"; no better {self.args.select_metric} for {epoch - best['epoch']} epochs: early stop"
-            self.model.stop_training = True
+        elif best is not None:
+            if entry.get("valid", {}).get(self.args.select_metric) == best["valid"][self.args.select_metric]:
+                line += f" (equal to epoch {best['epoch']}'s {self.args.select_metric}: no improvement)"
+            if self.args.early_stopping and epoch - best["epoch"] >= self.args.early_stopping:
+                line += f"; no better {self.args.select_metric} for {epoch - best['epoch']} epochs: early stop"
+                self.model.stop_training = True
         print(("" if self.args.quiet else "\n") + line, flush=True)   # (after a progress bar's line)
         self._write()
 
     def best_epoch(self):
-        """The scored epoch with the highest --select-metric (the first of equals), or None."""
+        """The scored epoch with the highest --select-metric (the first of equals: a tie is no improvement), or None."""
         scored = [e for e in self.record["epochs"] if "valid" in e]
-        return max(reversed(scored), key=lambda e: e["valid"][self.args.select_metric]) if scored else None
+        return max(scored, key=lambda e: e["valid"][self.args.select_metric]) if scored else None
 
     def finish(self, summary):
         """Summary rows; scores ``valid`` once more with the final weights."""
@@ -336,7 +360,7 @@ class MetricsRecord:
         last = self.record["epochs"][-1]["train"] if self.record["epochs"] else summary["logs"]
         rows = [("train accuracy (last epoch)", f"{last.get('accuracy', float('nan')):.1%}")]
         if self.valid is not None:
-            self.restore_best()
+            self.restore_best(summary["steps"])
             self.record["final"] = scores = self.scores()
             text = format_classification(scores) if "macro_f1" in scores else format_tagging(scores)
             print("\nvalidation (final weights)\n" + text, flush=True)
@@ -344,14 +368,15 @@ class MetricsRecord:
         self._write()
         return [*rows, ("metrics", self.path)]
 
-    def restore_best(self):
-        """Load the best epoch's weights when it beats the last weights on --select-metric."""
+    def restore_best(self, step):
+        """Load the best epoch's weights unless the weights of ``step`` (the run's last) are that epoch's, or beat
+        it on --select-metric (an equal score does not: the first of equals is kept)."""
         best, metric = self.best_epoch(), self.args.select_metric
         path = os.path.join(self.args.out, BEST_FILE)
-        if best is None or not os.path.isfile(path):
+        if best is None or best["epoch"] * self.steps_per_epoch == step or not os.path.isfile(path):
             return
         last = self.scores()[metric]
-        if best["valid"][metric] > last:
+        if best["valid"][metric] >= last:
             weights_only(self.model).load_weights(path)   # (also reads an earlier file holding the optimizer's state)
             print(f"kept epoch {best['epoch']}'s weights: {metric} {best['valid'][metric]:.3f} (the last weights: "
                   f"{last:.3f})", flush=True)
@@ -359,6 +384,23 @@ class MetricsRecord:
 
     def _write(self):
         write_text_atomically(self.path, json.dumps(self.record, indent=2))
+
+
+def _earlier_epochs(out):
+    """The epochs ``out``'s metrics.json records (a run resumed; ``[]`` without one), refused naming the file when
+    it is not what `MetricsRecord` writes."""
+    path = os.path.join(out, METRICS_FILE)
+    if not os.path.isfile(path):
+        return []
+    try:
+        with open(path, encoding="utf-8") as f:
+            epochs = json.load(f).get("epochs", [])
+        if all(isinstance(e, dict) and _is_count(e.get("epoch")) for e in epochs):
+            return epochs
+    except (ValueError, AttributeError, TypeError):   # not JSON, not an object, epochs not a list
+        pass
+    raise ValueError(f"{path} is not the metrics.json `bert4long finetune` writes: restore it, or delete it (the "
+                     "scores of the earlier epochs are lost)")
 
 
 def _headline(scores):
@@ -373,7 +415,9 @@ def add_predict_arguments(parser):
         "one embedding per document, the mean of its token states over every window) over a folder of text "
         "files or a .jsonl ('text' per line; 'tokens' per line for a token labeller) and write one JSON line "
         "per document to --output, in input order: the input's JSON object (and 'source') with the prediction under "
-        "'predicted_label' or 'predicted_tags'. Documents are read in batches of similar length. On labelled input "
+        "'predicted_label' or 'predicted_tags'. A document with no text is answered too (the model reads [CLS] "
+        "[SEP] alone); --errors skip, which would leave documents out, is refused. Documents are read in batches of "
+        "similar length. On labelled input "
         "(a 'label', or 'tags', on every line) it also prints the scores: accuracy, macro-F1, per-class "
         "precision/recall/F1, confusion matrix, majority baseline; entity F1 and token accuracy for tags.")
     source = parser.add_mutually_exclusive_group(required=True)
@@ -397,41 +441,134 @@ def add_predict_arguments(parser):
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
 
 
-def _read_inputs(args, task):
-    """``(items, gold, sources, records)``: texts, or word lists for a token labeller; ``gold`` the labels (tags)
-    when every document has one, else None; each document's JSON object (``{}`` for a text file); refuses input
-    with no text, and --metrics without labels."""
+def _check_input_utf8(args, task):
+    """Refuse an --input file that is not UTF-8 naming it and the fix: a .jsonl always (--errors reads text files
+    only), a text file under --errors strict."""
+    from bert4long.data.corpus import is_jsonl, list_files
+
+    for path in list_files(args.input):
+        if task == "tokens" or is_jsonl(path):
+            check_utf8(str(path), "input")
+        elif args.errors == "strict":
+            check_utf8(str(path), "input", "save it as UTF-8, or pass --errors replace (its bad bytes read as U+FFFD)")
+
+
+def _read_inputs(args, task, settings):
+    """``(items, gold, sources, records)``: texts, or word lists for a token labeller, one for every document (a
+    document with no text too: `predict` answers every one); ``gold`` the labels (tags) when every document has one,
+    else None; each document's JSON object (``{}`` for a text file); refuses input with no documents, labels the
+    run does not know, and --metrics without labels."""
     from bert4long.data.corpus import read_documents
     from bert4long.data.tagging import read_tagged
 
     if not os.path.exists(args.input):
         raise FileNotFoundError(f"--input {args.input!r}: no such file or folder; pass a folder of text files or a "
                                 ".jsonl file")
+    if args.errors == "skip":
+        raise ValueError("--errors skip would leave documents out of --output, which answers every input document: "
+                         "pass --errors replace (bad bytes read as U+FFFD), or fix the files")
+    _check_input_utf8(args, task)
     if task == "tokens":
         words, tags, sources, records = read_tagged(args.input, require_tags=False, with_records=True)
         gold = tags if all(record.get("tags") is not None for record in records) else None
         items = words
     else:
-        items, labels, sources, skipped, records = read_documents(args.input, errors=args.errors, with_records=True)
+        items, labels, sources, _, records = read_documents(args.input, errors=args.errors, with_records=True,
+                                                            keep_empty=True)
         if not items:
-            raise ValueError(f"--input {args.input!r} holds no text files (skipped: {skipped}): add text files (one "
-                             'document each) or pass a .jsonl with {"text": "..."} lines')
+            raise ValueError(f"--input {args.input!r} holds no documents: add text files (one document each) or "
+                             'pass a .jsonl with {"text": "..."} lines')
         gold = [str(label) for label in labels] if task == "classify" and None not in labels else None
     if args.metrics and gold is None:
         raise ValueError(f"--metrics {args.metrics!r}: --input {args.input!r} is not labelled on every line (a "
                          f"{GOLD_KEYS.get(task, 'label')!r} in each), so there are no scores to write: add the labels "
                          "or leave --metrics out")
+    unknown = sorted(set(gold) - set(settings["labels"])) if gold is not None and task == "classify" else []
+    if unknown:
+        raise ValueError(f"--input {args.input!r} holds label(s) {unknown[:10]} the run was not trained on "
+                         f"({settings['labels']}): fix the labels, or drop the 'label' field to predict only")
     return items, gold, sources, records
 
 
+def _check_output_folders(args):
+    """Refuse an --output or --metrics file whose folder does not exist, before any work."""
+    for option in ("output", "metrics"):
+        path = getattr(args, option)
+        folder = os.path.dirname(os.path.abspath(path)) if path else None
+        if folder is not None and not os.path.isdir(folder):
+            raise FileNotFoundError(f"--{option} {path!r}: no folder {folder!r} to write it in; create the folder, "
+                                    "or name a file in an existing one")
+
+
+def _is_count(value, least=1):
+    return isinstance(value, int) and not isinstance(value, bool) and value >= least
+
+
+# What `bert4long finetune` writes to SETTINGS_FILE and `predict` / `export` read, each with its check.
+RUN_SETTINGS = {"task": lambda v: isinstance(v, str) and v in MODEL_FILES, "seq_len": lambda v: _is_count(v, 3),
+                "pooling": lambda v: v in ("cls", "chunks"), "chunks": _is_count,
+                "lower_case": lambda v: v is None or isinstance(v, bool)}
+
+
 def read_run_settings(run, alternative):
-    """The settings `bert4long finetune` wrote to ``run`` (its --out), or an error naming what to pass instead."""
+    """The settings `bert4long finetune` wrote to ``run`` (its --out), or an error naming what to pass instead; a
+    file finetune cannot have written (edited, damaged, or a head of fewer than two labels) is refused naming it."""
     settings_path = os.path.join(run, SETTINGS_FILE)
     if not os.path.isfile(settings_path):
         raise FileNotFoundError(f"--run {run!r} holds no {SETTINGS_FILE}: pass the --out folder of "
                                 f"`bert4long finetune`, {alternative}")
-    with open(settings_path, encoding="utf-8") as f:
-        return json.load(f)
+    fix = "fine-tune again, or restore the file `bert4long finetune` wrote"
+    try:
+        with open(settings_path, encoding="utf-8") as f:
+            settings = json.load(f)
+    except ValueError as error:   # (not UTF-8 included)
+        raise ValueError(f"{settings_path} is not the JSON `bert4long finetune` writes ({error}): {fix}") from None
+    if not isinstance(settings, dict):
+        raise ValueError(f"{settings_path} holds {type(settings).__name__}, not the object `bert4long finetune` "
+                         f"writes: {fix}")
+    for key, valid in RUN_SETTINGS.items():
+        if not valid(settings.get(key)):
+            raise ValueError(f"{settings_path}: {key!r} is {settings.get(key)!r}, not what `bert4long finetune` "
+                             f"writes: {fix}")
+    labels = settings.get("labels")
+    if not isinstance(labels, list) or not all(isinstance(label, str) for label in labels) \
+            or len(set(labels)) != len(labels):
+        raise ValueError(f"{settings_path}: 'labels' is {labels!r}, not a list of distinct names: {fix}")
+    if len(labels) < 2:
+        raise ValueError(f"{settings_path} lists {len(labels)} label(s) {labels}: a model with fewer than two "
+                         "answers the same whatever it reads; fine-tune again with two labels or more")
+    return settings
+
+
+def load_run_model(run, settings):
+    """The model of the finetune ``run`` (`read_run_settings`), refused when it has not one output per label."""
+    path = os.path.join(run, MODEL_FILES[settings["task"]])
+    model = load_final_model(path)
+    outputs = model.outputs[0].shape[-1]
+    if outputs != len(settings["labels"]):
+        raise ValueError(f"{os.path.join(run, SETTINGS_FILE)} lists {len(settings['labels'])} labels but {path} has "
+                         f"{outputs} outputs: the two files come from different runs; fine-tune again, or restore "
+                         f"{SETTINGS_FILE}")
+    return model
+
+
+def _predict_settings(args):
+    """``(task, settings)`` of `predict`: a --run's (its length, pooling and casing set on ``args``), or
+    ``('embed', None)`` for --checkpoint (--seq-len checked against its positions)."""
+    if args.run:
+        settings = read_run_settings(args.run, "or --checkpoint for embeddings")
+        args.checkpoint, args.config, args.vocab = None, None, os.path.join(args.run, "vocab.txt")
+        args.seq_len, args.pooling, args.chunks = settings["seq_len"], settings["pooling"], settings["chunks"]
+        if args.lower_case is None:
+            args.lower_case = settings["lower_case"]
+        return settings["task"], settings
+    check_checkpoint(args)
+    trained = max_position_of(args)
+    args.seq_len = args.seq_len or trained or 512
+    if trained and args.seq_len > trained:
+        raise ValueError(f"--seq-len {args.seq_len} is longer than the {trained} positions of --checkpoint: use "
+                         f"--seq-len {trained} or less (a longer document is read in several windows)")
+    return "embed", None
 
 
 def run_predict(args):
@@ -442,22 +579,9 @@ def run_predict(args):
     from bert4long.data.length_batches import SORT_WINDOW, buckets_for, sorted_batches
     from bert4long.training.loop import progress_verbosity
 
-    if args.run:
-        settings = read_run_settings(args.run, "or --checkpoint for embeddings")
-        args.checkpoint, args.config, args.vocab = None, None, os.path.join(args.run, "vocab.txt")
-        args.seq_len, args.pooling, args.chunks = settings["seq_len"], settings["pooling"], settings["chunks"]
-        if args.lower_case is None:
-            args.lower_case = settings["lower_case"]
-        task = settings["task"]
-    else:
-        check_checkpoint(args)
-        task, settings = "embed", None
-        trained = max_position_of(args)
-        args.seq_len = args.seq_len or trained or 512
-        if trained and args.seq_len > trained:
-            raise ValueError(f"--seq-len {args.seq_len} is longer than the {trained} positions of --checkpoint: use "
-                             f"--seq-len {trained} or less (a longer document is read in several windows)")
-    items, gold, sources, records = _read_inputs(args, task)
+    _check_output_folders(args)
+    task, settings = _predict_settings(args)
+    items, gold, sources, records = _read_inputs(args, task, settings)
     if args.run and not os.path.isfile(args.vocab):  # not WordPiece: the tokenizer files finetune copied there
         from bert4long.tokenizers import load_tokenizer
 
@@ -471,14 +595,14 @@ def run_predict(args):
         model = build_transformer_model(source_of(args), sequence_length=None,
                                         hierarchical_position=None)
     else:
-        model = load_final_model(os.path.join(args.run, MODEL_FILES[task]))
+        model = load_run_model(args.run, settings)
     progress = None if args.quiet else keras.utils.Progbar(len(items), unit_name="document",
                                                            verbose=progress_verbosity())
     predicted = []
     documents = items if task == "tokens" else tokenizer.encode_documents(items)   # word lists, or content ids
     buckets = buckets_for(model, args.seq_len)
 
-    def write(tmp):   # (`atomic_write`'s temporary name holds this process's id: it cannot be an input)
+    def write(tmp):   # (`atomic_write`'s temporary is a new file, created exclusively: it cannot be an input)
         with open(tmp, "w", encoding="utf-8") as out:
             for begin in range(0, len(items), SORT_WINDOW):   # sorted by length inside, written in input order
                 window = documents[begin:begin + SORT_WINDOW]
@@ -494,7 +618,9 @@ def run_predict(args):
                                for source, record, result in zip(sources[begin:], records[begin:], results))
 
     atomic_write(args.output, write)
-    print(f"wrote {len(items)} result(s) to {args.output}", flush=True)
+    empty = sum(len(document) == 0 for document in documents)
+    print(f"wrote {len(items)} result(s) to {args.output}"
+          + (f" ({empty} with no tokens: the model read [CLS] [SEP] alone)" if empty else ""), flush=True)
     if gold and task in PREDICTED_KEYS:
         _print_scores(gold, predicted, settings["labels"], task, args.metrics)
 
@@ -509,11 +635,6 @@ def _print_scores(gold, predicted, labels, task, path):
     )
 
     if task == "classify":
-        labels, predicted = [str(label) for label in labels], [str(label) for label in predicted]
-        unknown = sorted(set(gold) - set(labels))
-        if unknown:
-            raise ValueError(f"--input holds label(s) {unknown[:10]} the run was not trained on ({labels}): fix the "
-                             "labels, or drop the 'label' field to predict only")
         scores = classification_scores(gold, predicted, labels)
     else:
         scores = tagging_scores(gold, predicted)

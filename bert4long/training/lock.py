@@ -11,6 +11,15 @@ class RunInProgress(FileExistsError):
     """Another live process holds the run lock of this output folder."""
 
 
+def _possible_pid(pid):
+    """True for a number that can be a process id anywhere: an int (not a bool) from 1 to 2**31 - 1 (``pid_t``).
+
+    >>> [_possible_pid(p) for p in (1, 0, -5, 2**31, "12", True, 1.5)]
+    [True, False, False, False, False, False, False]
+    """
+    return isinstance(pid, int) and not isinstance(pid, bool) and 0 < pid < 2**31
+
+
 def _alive(pid):
     try:
         os.kill(pid, 0)
@@ -26,7 +35,11 @@ class RunLock:
 
     A second run on the same folder gets `RunInProgress` naming the holder's
     process id and host. A lock left by a process that is no longer running on
-    this host is taken over, with a message. Taking the lock again in the
+    this host is taken over, with a message, and so is a whole lock (a JSON object)
+    whose pid cannot be a process (zero, negative, past ``pid_t``, text, missing):
+    no live run wrote it, so refusing would only send the user to delete it by hand.
+    A lock that cannot be read (empty or cut short: a run may be writing it this
+    moment) is judged by its age: taken over after 60 seconds. Taking the lock again in the
     process that holds it is a no-op, so a command and the training loop inside it
     can both take it.
 
@@ -45,19 +58,29 @@ class RunLock:
         self._owner = False
 
     def _holder(self):
+        """The lock's JSON object; ``{"unreadable": True, "age": seconds}`` when it cannot be read; None without one."""
         try:
             with open(self.path, encoding="utf-8") as f:
                 holder = json.load(f)
-            if isinstance(holder, dict) and isinstance(holder.get("pid"), int) and holder["pid"] > 0:
+            if isinstance(holder, dict):
                 return holder
         except FileNotFoundError:
             return None
         except (OSError, ValueError):   # being written, or left half written by a crash
             pass
-        try:   # unreadable, or not a lock bert4long wrote (no numeric pid): judged by its age
-            return {"pid": None, "age": time.time() - os.path.getmtime(self.path)}
+        try:   # unreadable, or not a lock bert4long wrote: judged by its age
+            return {"unreadable": True, "age": time.time() - os.path.getmtime(self.path)}
         except FileNotFoundError:
             return None
+
+    @staticmethod
+    def _stale(holder, host):
+        """True when no live run can hold the lock ``holder`` (`_holder`) on ``host``."""
+        if holder.get("unreadable"):
+            return holder["age"] > 60
+        if not _possible_pid(holder.get("pid")):
+            return True
+        return holder.get("host") == host and not _alive(holder["pid"])
 
     def _take_over(self, holder):
         """Remove the stale lock ``holder`` read, unless another process took it over first.
@@ -78,10 +101,13 @@ class RunLock:
             return
         try:
             current = self._holder()
-            unchanged = current == holder or (current is not None and current["pid"] is None and holder["pid"] is None)
+            unchanged = current == holder or (current is not None and current.get("unreadable")
+                                              and holder.get("unreadable"))
             if unchanged:   # (an unreadable lock's age changes between reads: it is the same if still unreadable)
-                print(f"Taking over the lock of {self.folder!r}: its run (process {holder.get('pid')}) is no "
-                      "longer running.", flush=True)
+                why = ("its run is no longer running" if _possible_pid(holder.get("pid"))
+                       else "it names no process that can be running")
+                print(f"Taking over the lock of {self.folder!r}: {why} (process {holder.get('pid')!r}).",
+                      flush=True)
                 os.remove(self.path)
         except FileNotFoundError:
             pass
@@ -101,10 +127,9 @@ class RunLock:
                 if holder.get("pid") == me["pid"] and holder.get("host") == me["host"]:
                     self.held = True   # this process holds it already
                     return self
-                stale = (holder.get("host") == me["host"] and not _alive(holder["pid"])) if holder.get("pid") \
-                    else holder.get("age", 0) > 60
-                if not stale:
-                    where = f"process {holder.get('pid')} on {holder.get('host')}" if holder.get("pid") else "a process"
+                if not self._stale(holder, me["host"]):
+                    where = ("a process" if holder.get("unreadable")
+                             else f"process {holder['pid']} on {holder.get('host') or 'an unnamed host'}")
                     raise RunInProgress(
                         f"Another run is writing to {self.folder!r} ({where}, lock file {self.path!r}). Wait for it "
                         "to finish or choose another --out; if that run is gone (another machine), delete the "
