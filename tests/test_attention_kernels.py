@@ -182,7 +182,7 @@ def test_sliding_window_locality_and_global_token():
         moved[:, position] += 3.0
         moved_qkv = project(moved)
         out = np.asarray(kernel(*moved_qkv, mask, global_qkv=with_globals(kernel, *moved_qkv, mask)))
-        return np.abs(out - base).max(axis=(0, 2, 3)) > 0
+        return np.abs(out - base).max(axis=(0, 2, 3)) > 0  # rows that never read it: the same ops on the same bits
 
     changed = changed_rows(30)  # token 30 is more than 3 away from tokens <= 26 and >= 34
     assert not changed[1:27].any() and not changed[34:].any()  # outside its window: untouched
@@ -198,7 +198,7 @@ def test_sliding_window_global_projections_are_separate_weights():
     before = np.asarray(kernel(q, k, v, mask, global_qkv=with_globals(kernel, q, k, v, mask)))
     global_q, global_k, global_v = with_globals(kernel, q, k, v, mask)
     after = np.asarray(kernel(q, k, v, mask, global_qkv=(np.zeros_like(global_q), global_k, global_v)))
-    np.testing.assert_array_equal(before[:, 1:], after[:, 1:])
+    np.testing.assert_array_equal(before[:, 1:], after[:, 1:])  # they never read global_q: the same bits
     assert not np.allclose(before[:, 0], after[:, 0])
 
 
@@ -284,7 +284,7 @@ def test_performer_features_are_seeded_and_redrawn():
     for kernel in kernels:
         kernel.build_kernel(HEADS, DIM, HIDDEN)
     outs = [np.asarray(kernel(q, k, v, padding_mask())) for kernel in kernels]
-    np.testing.assert_array_equal(outs[0], outs[1])
+    np.testing.assert_array_equal(outs[0], outs[1])  # one seed, the same features: the same ops on the same bits
     assert not np.allclose(outs[0], outs[2])
     kernels[0].redraw(2)
     np.testing.assert_array_equal(np.asarray(kernels[0](q, k, v, padding_mask())), outs[2])

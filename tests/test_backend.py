@@ -187,6 +187,7 @@ def test_piecewise_linear_hits_the_schedule():
     steps = np.array([0, 50, 100, 200, 300, 1000])
     expected = [0.0, 0.5, 1.0, 0.55, 0.1, 0.1]
     np.testing.assert_allclose(np.asarray(piecewise_linear(steps, schedule)), expected, rtol=1e-6)
+    # halves of whole numbers: every step of the interpolation is exact in float32
     np.testing.assert_allclose(np.asarray(piecewise_linear(steps, {0: 2.0, 100: 1.0})), [2, 1.5, 1, 1, 1, 1])
     with pytest.raises(ValueError, match="empty"):
         piecewise_linear(0, {})

@@ -130,6 +130,7 @@ def test_checkpoint_round_trip_gives_identical_outputs(tiny, tmp_path):
     builder = tiny.build(return_keras_model=False, **heads(tiny))
     reloaded = save_and_reload(tiny, builder, str(tmp_path / "saved"))
     ids = token_ids(tiny)
+    # the same weights through the same layers on one processor: bit-identical
     np.testing.assert_array_equal(predict(reloaded.build(**heads(tiny)), ids), predict(builder.model, ids))
 
 
@@ -139,6 +140,7 @@ def test_keras_round_trip_gives_identical_outputs(tiny, tmp_path):
     path = str(tmp_path / "model.keras")
     model.save(path)
     ids = token_ids(tiny)
+    # the same weights through the same layers on one processor: bit-identical
     np.testing.assert_array_equal(predict(keras.models.load_model(path), ids), predict(model, ids))
     for layer in model.layers:
         if type(layer).__module__.startswith("bert4long"):

@@ -59,6 +59,7 @@ def test_bert_folder_equals_google_checkpoint(tmp_path, tiny_bert):
     segments = np.array([[0, 0, 0, 0, 1, 0, 0]], "int32")
     from_hf = build_transformer_model(checkpoint_path=folder, with_nsp=True, with_mlm=True)
     from_google = build_transformer_model(config_path, prefix, with_nsp=True, with_mlm=True)
+    # the same weights through the same layers on one processor: bit-identical
     for a, b in zip(from_hf.predict([tokens, segments], verbose=0), from_google.predict([tokens, segments], verbose=0)):
         np.testing.assert_array_equal(a, b)
 

@@ -171,6 +171,7 @@ def test_layer_normalization_serializes_and_runs_in_graph(tmp_path):
     assert LayerNormalization(center=False).offset is False  # bert4keras <= 0.10's argument name
     model.save(tmp_path / "m.keras")
     loaded = keras.models.load_model(tmp_path / "m.keras")
+    # the same weights through the same layers on one processor: bit-identical
     np.testing.assert_array_equal(loaded.predict([x, cond], verbose=0), expected)
     graph = tf.function(lambda a, b: model([a, b]))
     np.testing.assert_allclose(graph(x, cond), expected, atol=1e-6)

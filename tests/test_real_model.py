@@ -73,5 +73,6 @@ def test_huggingface_folder_and_converted_google_checkpoint_agree(tmp_path):
     from_hf = build_transformer_model(checkpoint_path=FOLDER)
     tokens = real_token_ids(64, np.random.default_rng(0))
     segments = np.zeros_like(tokens)
+    # the same weights through the same layers on one processor: bit-identical
     np.testing.assert_array_equal(from_google.predict([tokens, segments], verbose=0),
                                   from_hf.predict([tokens, segments], verbose=0))

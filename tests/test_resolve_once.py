@@ -205,6 +205,7 @@ def test_a_source_builds_what_the_paths_build_reading_nothing_again(google_layou
     assert dict(counts) == {}
     from_paths = build_transformer_model(config, prefix, with_mlm=True)
     ids = np.array([[2, 9, 17, 4, 30, 3, 0, 0]], "int32")
+    # the same weights through the same layers on one processor: bit-identical
     np.testing.assert_array_equal(from_source.predict([ids, ids * 0], verbose=0),
                                   from_paths.predict([ids, ids * 0], verbose=0))
     loaded = from_paths.get_layer("Embedding-Token").get_weights()[0]

@@ -94,6 +94,7 @@ def test_roberta_settings_round_trip_through_a_written_config(tmp_path):
     builder.save_weights_as_checkpoint(str(out / "bert_model.ckpt"))
     builder.write_config(str(out / "bert_config.json"))
     reloaded = build_transformer_model(str(out / "bert_config.json"), str(out / "bert_model.ckpt"))
+    # the same weights through the same layers on one processor: bit-identical
     np.testing.assert_array_equal(reloaded([TOKENS, 0 * TOKENS]).numpy(), expected)
     # the settings matter, so a config that dropped them would fail the equality above
     defaults = dict(read_json(out / "bert_config.json"))

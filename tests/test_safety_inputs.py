@@ -169,6 +169,7 @@ def test_checked_model_survives_keras_save_and_load(tmp_path):
     loaded = keras.models.load_model(tmp_path / "m.keras")
     assert type(loaded).__name__ == "CheckedModel"
     x = [np.array([[1, 2, 3]], "int32"), np.zeros((1, 3), "int32")]
+    # the same weights through the same layers on one processor: bit-identical
     np.testing.assert_array_equal(loaded(x), model(x))
     loaded.compile(loss="mse", jit_compile=True)
     with pytest.raises(ValueError, match=r"'Input-Token' holds 12 \(example 0, position 1\), outside \[0, 10\)"):

@@ -102,6 +102,7 @@ def test_written_folder_loads_in_transformers_with_the_same_outputs(folders, tmp
     expected = torch_outputs(mlm, ids).logits.numpy()
     assert differences(torch_outputs(reloaded, ids).logits.numpy(), expected, ids) < TOL
     again = build_transformer_model(checkpoint_path=str(tmp_path / "out"), with_mlm="linear")
+    # the same weights through the same layers on one processor: bit-identical
     assert np.array_equal(again([ids, np.zeros_like(ids)]), builder.model([ids, np.zeros_like(ids)]))
 
 
@@ -130,6 +131,7 @@ def test_hierarchical_positions_extend_the_table_as_on_roberta(folders, tmp_path
     long[:, POSITIONS * 2:] = 5
     ours = extended([long, np.zeros_like(long)])
     roberta = build_transformer_model(checkpoint_path=str(as_roberta), with_mlm="linear", hierarchical_position=0.4)
+    # the same weights through the same layers on one processor: bit-identical
     assert np.isfinite(ours).all() and np.array_equal(ours, roberta([long, np.zeros_like(long)]))
 
 
