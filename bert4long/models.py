@@ -392,7 +392,9 @@ def build_transformer_model(
             2 global, replacing the padding mask from token ids; with
             ``attention='sliding_window'`` the tokens marked 2 are global, up to
             ``attention_config['max_global_tokens']`` per example),
-            ``feed_forward_chunk_size``, ``recompute``, and any config key.
+            ``feed_forward_chunk_size``, ``recompute``, ``rope_scaling`` (ModernBERT's rotary positions
+            stretched, replacing the config's: ``{'rope_type': 'yarn', 'factor': 4.0}``; see
+            `bert4long.modernbert.ModernBERT`), and any config key.
 
     Example:
     >>> from bert4long.models import build_transformer_model

@@ -16,7 +16,10 @@ and -large, mmBERT). The numbers are those of transformers' PyTorch
   ``layer_types`` entry is ``'full_attention'`` (every
   ``global_attn_every_n_layers``-th from layer 0) attend globally with base
   ``global_rope_theta``, the others through the ``sliding_window`` kernel,
-  ``|i - j| <= local_attention // 2``, with base ``local_rope_theta``;
+  ``|i - j| <= local_attention // 2``, with base ``local_rope_theta``; each
+  layer type's ``rope_parameters`` may scale its rotary positions (``linear``,
+  ``dynamic`` or ``yarn``, `bert4long.ops.positions.rope_frequencies`), and
+  ``rope_scaling=`` stretches them at build time;
 * ``Output-Norm`` (transformers' ``final_norm``), then with ``with_mlm`` the head
   ``MLM-Dense`` (activation ``classifier_activation``), ``MLM-Norm``, the tied
   token table and ``MLM-Bias`` (``decoder.bias``).
@@ -29,6 +32,8 @@ that ``ModernBertForMaskedLM`` and ``ModernBertForSequenceClassification`` add.
 Reference: Warner et al., Smarter, Better, Faster, Longer: A Modern Bidirectional
 Encoder (2024), https://arxiv.org/abs/2412.13663.
 """
+import math
+
 import keras
 
 from bert4long.attention import MultiHeadAttention
@@ -39,6 +44,7 @@ from bert4long.layers import Add, BiasAdd, Embedding, FeedForward, GatherPositio
 from bert4long.layers.activations import get_activation
 from bert4long.layers.dropout import Recompute, SeededDropout, name_seed
 from bert4long.models import Transformer
+from bert4long.ops.positions import resolve_rope_scaling, rope_scaled_length
 from bert4long.safetensors_io import WEIGHT_FILENAME  # noqa: F401 -- a bert4long.modernbert name
 
 LAYER_TYPES = ("full_attention", "sliding_attention")
@@ -92,6 +98,43 @@ def modernbert_kernel(window, attention, attention_config):
             "attention_config": {"window": window, "global_tokens": [], "max_global_tokens": 0}}
 
 
+def rope_scaling_from(rope_parameters, max_position, what):
+    """The resolved scaling of one ``rope_parameters`` entry of a ModernBERT ``config.json`` (None: none); a
+    ``dynamic`` one without ``original_max_position_embeddings``, which transformers ignores there."""
+    scaling = {key: value for key, value in (rope_parameters or {}).items() if key != "rope_theta"}
+    scaling = resolve_rope_scaling(scaling, max_position, what)
+    if scaling is not None and scaling["rope_type"] == "dynamic":
+        scaling.pop("original_max_position_embeddings")
+    return scaling
+
+
+def rope_parameters_entry(theta, scaling):
+    """The ``rope_parameters`` entry transformers reads for base ``theta`` and a resolved ``scaling``."""
+    if scaling is None:
+        return {"rope_type": "default", "rope_theta": theta}
+    entry = {key: value for key, value in scaling.items() if value is not None}
+    if scaling["rope_type"] == "dynamic":
+        entry.pop("original_max_position_embeddings")
+    return {**entry, "rope_theta": theta}
+
+
+def rope_scaling_per_layer_type(rope_scaling, max_position):
+    """``{layer type: resolved scaling or None}`` of a ``rope_scaling`` argument: one description for both
+    layer types (transformers' ``ModernBertConfig(rope_scaling=...)``), or one per layer type. ``dynamic``
+    counts from ``max_position``, as transformers' ModernBERT does."""
+    if rope_scaling and isinstance(rope_scaling, dict) and set(rope_scaling) <= set(LAYER_TYPES):
+        scalings = {t: resolve_rope_scaling(rope_scaling.get(t), max_position, f"rope_scaling[{t!r}]")
+                    for t in LAYER_TYPES}
+    else:
+        scalings = dict.fromkeys(LAYER_TYPES, resolve_rope_scaling(rope_scaling, max_position))
+    for scaling in scalings.values():
+        if scaling and scaling["rope_type"] == "dynamic" and scaling["original_max_position_embeddings"] != max_position:
+            raise ValueError(f"rope_scaling: ModernBERT's dynamic scaling counts from max_position ({max_position}), "
+                             "as transformers' does, not from original_max_position_embeddings="
+                             f"{scaling['original_max_position_embeddings']}: drop that key or pass max_position.")
+    return scalings
+
+
 def layer_types_from(num_hidden_layers, global_attn_every_n_layers):
     """transformers' default ``layer_types``: global attention at layers 0, n, 2n, ..."""
     return ["sliding_attention" if i % global_attn_every_n_layers else "full_attention"
@@ -108,6 +151,11 @@ class ModernBERT(Transformer):
         layer_types: ``'full_attention'`` / ``'sliding_attention'`` per layer
             (transformers 5 writes it into ``config.json``).
         global_rope_theta, local_rope_theta: rotary bases of the global and local layers.
+        rope_scaling: stretches the rotary positions beyond the trained length, as transformers'
+            ``ModernBertConfig(rope_scaling=...)``: ``{'rope_type': 'linear' | 'dynamic' | 'yarn', 'factor':
+            F, ...}`` for both layer types, or ``{'full_attention': ..., 'sliding_attention': ...}`` (None:
+            unscaled); ``original_max_position_embeddings`` defaults to ``max_position``
+            (`bert4long.ops.positions.resolve_rope_scaling`). A given value replaces the config's.
         norm_bias, attention_bias, mlp_bias, classifier_bias, decoder_bias: which
             layers have biases (the config's flags).
         classifier_activation: activation of ``MLM-Dense``.
@@ -125,21 +173,25 @@ class ModernBERT(Transformer):
     Example:
     >>> from bert4long.models import build_transformer_model
     >>> model = build_transformer_model(checkpoint_path="ModernBERT-base/", with_mlm=True)  # doctest: +SKIP
+    >>> longer = build_transformer_model(checkpoint_path="ModernBERT-base/", sequence_length=32768,
+    ...                                  rope_scaling={"rope_type": "yarn", "factor": 4.0})  # doctest: +SKIP
     """
 
     model_name = "modernbert"
     family = MODERNBERT_FAMILY
 
     def __init__(self, local_attention=128, global_attn_every_n_layers=3, layer_types=None,
-                 global_rope_theta=160000.0, local_rope_theta=10000.0, norm_bias=False, attention_bias=False,
-                 mlp_bias=False, classifier_bias=False, decoder_bias=True, classifier_activation="gelu",
-                 embedding_dropout=0.0, mlp_dropout=0.0, tie_word_embeddings=True, huggingface_config=None,
-                 **kwargs):
+                 global_rope_theta=160000.0, local_rope_theta=10000.0, rope_scaling=None, norm_bias=False,
+                 attention_bias=False, mlp_bias=False, classifier_bias=False, decoder_bias=True,
+                 classifier_activation="gelu", embedding_dropout=0.0, mlp_dropout=0.0, tie_word_embeddings=True,
+                 huggingface_config=None, **kwargs):
         unsupported = {"with_pool": "it has no pooler: take the first token of the sequence output "
                                     "(bert4long.layers.TakeToken) or its mean",
                        "with_nsp": "it has no next-sentence head",
-                       "hierarchical_position": "its rotary positions have no table to extend",
-                       "position_extension": "its rotary positions have no table to extend",
+                       "hierarchical_position": "its rotary positions have no table to extend; stretch them "
+                                                "with rope_scaling={'rope_type': 'yarn', 'factor': 4.0}",
+                       "position_extension": "its rotary positions have no table to extend; stretch them with "
+                                             "rope_scaling={'rope_type': 'yarn', 'factor': 4.0}",
                        "custom_position_ids": "positions are always 0 .. length - 1, as in transformers"}
         for option, why in unsupported.items():
             if kwargs.get(option):
@@ -153,12 +205,16 @@ class ModernBERT(Transformer):
             raise ValueError("model='modernbert' ties the MLM decoder to the token embeddings; this config has "
                              "tie_word_embeddings=false, which bert4long does not build.")
         max_position = kwargs.setdefault("max_position", 8192)
+        self.rope_scaling = rope_scaling_per_layer_type(rope_scaling, max_position)
         sequence_length = kwargs.pop("sequence_length", None)
-        if sequence_length is not None and sequence_length > max_position:
+        limit = rope_scaled_length(self.rope_scaling["full_attention"], max_position)  # local layers see a window
+        if sequence_length is not None and limit is not None and sequence_length > limit:
             raise ValueError(
-                f"sequence_length={sequence_length} is longer than this ModernBERT's max_position_embeddings="
-                f"{max_position}: split the input into chunks (bert4long.data.chunking) or pass "
-                f"max_position={sequence_length} to run its rotary positions beyond the trained length."
+                f"sequence_length={sequence_length} is longer than the {limit} positions this ModernBERT places "
+                f"(max_position_embeddings={max_position}): split the input into chunks (bert4long.data.chunking), "
+                "stretch its rotary positions with rope_scaling={'rope_type': 'yarn', 'factor': "
+                f"{math.ceil(sequence_length / max_position)}.0}} or pass max_position={sequence_length} to run "
+                "them unscaled beyond the trained length."
             )
         kwargs["segment_vocab_size"] = 0
         super().__init__(**kwargs)
@@ -188,10 +244,7 @@ class ModernBERT(Transformer):
         ``global_attn_every_n_layers`` / ``global_rope_theta`` / ``local_rope_theta``.
         """
         rope = hf.get("rope_parameters") or {}
-        for layer_type, params in rope.items():
-            if (params or {}).get("rope_type", "default") != "default":
-                raise ValueError(f"ModernBERT config: rope_parameters[{layer_type!r}] has rope_type "
-                                 f"{params['rope_type']!r}; bert4long implements rope_type 'default' only.")
+        max_position = hf.get("max_position_embeddings", 8192)
         theta = {t: (rope.get(t) or {}).get("rope_theta") for t in LAYER_TYPES}
         config = {key: hf[key] for key in ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads",
                                            "intermediate_size", "initializer_range", "local_attention",
@@ -201,12 +254,14 @@ class ModernBERT(Transformer):
                                            "tie_word_embeddings") if hf.get(key) is not None}
         config.update(
             hidden_act=hf.get("hidden_activation", "gelu"),
-            max_position=hf.get("max_position_embeddings", 8192),
+            max_position=max_position,
             layer_norm_epsilon=hf.get("norm_eps", 1e-5),
             pad_token_id=hf.get("pad_token_id", 50283),
             attention_dropout_rate=hf.get("attention_dropout", 0.0),
             global_rope_theta=theta["full_attention"] or hf.get("global_rope_theta", 160000.0),
             local_rope_theta=theta["sliding_attention"] or hf.get("local_rope_theta", 10000.0),
+            rope_scaling={t: rope_scaling_from(rope.get(t), max_position, f"ModernBERT config: rope_parameters[{t!r}]")
+                          for t in LAYER_TYPES},
             huggingface_config=hf,
         )
         return config
@@ -242,7 +297,8 @@ class ModernBERT(Transformer):
             attention_dropout=self.attention_dropout_rate,
             **modernbert_kernel(window, self.attention, self.attention_config),
             kernel_initializer=self.initializer,
-            positions=RotateHalfPositions(self.global_rope_theta if is_global else self.local_rope_theta),
+            positions=RotateHalfPositions(self.global_rope_theta if is_global else self.local_rope_theta,
+                                          self.rope_scaling[self.layer_types[index]]),
             fused_qkv=True,
             name=attention_name,
         )
@@ -318,8 +374,10 @@ class ModernBERT(Transformer):
             layer_types=self.layer_types, norm_bias=self.norm_bias, attention_bias=self.attention_use_bias,
             mlp_bias=self.mlp_bias, classifier_bias=self.classifier_bias, decoder_bias=self.decoder_bias,
             classifier_activation=self.classifier_activation, tie_word_embeddings=True,
-            rope_parameters={"full_attention": {"rope_type": "default", "rope_theta": self.global_rope_theta},
-                             "sliding_attention": {"rope_type": "default", "rope_theta": self.local_rope_theta}},
+            rope_parameters={"full_attention": rope_parameters_entry(self.global_rope_theta,
+                                                                     self.rope_scaling["full_attention"]),
+                             "sliding_attention": rope_parameters_entry(self.local_rope_theta,
+                                                                        self.rope_scaling["sliding_attention"])},
         )
         for old in ("global_rope_theta", "local_rope_theta"):  # superseded by rope_parameters
             config.pop(old, None)

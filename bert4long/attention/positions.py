@@ -12,13 +12,13 @@ An object of this module is passed as ``MultiHeadAttention(positions=...)``; the
 
 * `RotaryPositions`: RoFormer's rotary positions, interleaved pairs, base 10000 (any kernel).
 * `RotateHalfPositions`: the rotate-half layout with its base ``theta`` (GPT-NeoX, ModernBERT, whose
-  local and global layers use different bases; any kernel).
+  local and global layers use different bases; any kernel) and an optional RoPE ``scaling``.
 * `RelativePositions`: NEZHA's clipped sinusoidal relative table added to keys and values
   (``attention='full'`` only).
 
 >>> from bert4long.attention.positions import RotateHalfPositions, positions_from
 >>> RotateHalfPositions(theta=160000.0).get_config()
-{'theta': 160000.0}
+{'theta': 160000.0, 'scaling': None}
 >>> positions_from("rotary", None).name
 'rotary'
 """
@@ -30,6 +30,7 @@ from bert4long.ops.positions import (
     apply_rotary_half,
     check_even_dim,
     check_max_relative_position,
+    resolve_rope_scaling,
     sinusoidal_embeddings,
 )
 
@@ -89,6 +90,10 @@ class RotateHalfPositions(_Positions):
 
     Args:
         theta: base of the rotary frequencies (ModernBERT: 160,000 on global layers, 10,000 on local ones).
+        scaling: None, or a RoPE scaling that stretches the positions beyond the trained length, as
+            transformers' ``rope_parameters`` write it: ``{'rope_type': 'linear' | 'dynamic' | 'yarn',
+            'factor': F, ...}`` (`bert4long.ops.positions.resolve_rope_scaling`; ``dynamic`` and ``yarn``
+            need ``original_max_position_embeddings``). Kept complete in ``get_config``.
 
     Example:
     >>> import numpy as np
@@ -96,18 +101,24 @@ class RotateHalfPositions(_Positions):
     >>> q = np.ones((1, 3, 2, 4), "float32")
     >>> tuple(RotateHalfPositions(theta=10000.0).rotate(q, q)[1].shape)
     (1, 3, 2, 4)
+    >>> RotateHalfPositions(10000.0, {"rope_type": "yarn", "factor": 4, "original_max_position_embeddings": 512}
+    ...                     ).get_config()["scaling"]["beta_fast"]
+    32.0
+
+    Reference: Peng et al., YaRN (2023), https://arxiv.org/abs/2309.00071 (``yarn``).
     """
 
     name = "rotate_half"
 
-    def __init__(self, theta=10000.0):
+    def __init__(self, theta=10000.0, scaling=None):
         self.theta = float(theta)
+        self.scaling = resolve_rope_scaling(scaling, what="RotateHalfPositions(scaling=...)")
 
     def rotate(self, q, k):
-        return apply_rotary_half(q, self.theta), apply_rotary_half(k, self.theta)
+        return apply_rotary_half(q, self.theta, self.scaling), apply_rotary_half(k, self.theta, self.scaling)
 
     def get_config(self):
-        return {"theta": self.theta}
+        return {"theta": self.theta, "scaling": self.scaling}
 
 
 @keras.saving.register_keras_serializable(package="bert4long")

@@ -6,12 +6,16 @@
 * `apply_rotary`: RoFormer's rotary position embedding (RoPE) applied to
   queries or keys: each pair ``(x_2i, x_2i+1)`` is rotated by the angle ``p*w_i``.
 * `apply_rotary_half`: the same rotation in the rotate-half layout (GPT-NeoX,
-  Hugging Face Llama and ModernBERT).
+  Hugging Face Llama and ModernBERT), with an optional RoPE scaling.
+* `resolve_rope_scaling`, `rope_frequencies`, `rope_scaled_length`: RoPE scaling (``linear``
+  position interpolation, ``dynamic`` NTK, ``yarn``) as transformers' ``rope_parameters`` describe it.
 * `apply_rotary_position_embeddings`: bert4keras's form of the rotation (GlobalPointer).
 * `relative_position_embeddings`: NEZHA's functional relative positions.
 
 The layers built on them are in `bert4long.layers.positions`.
 """
+import math
+
 import numpy as np
 from keras import ops
 
@@ -80,7 +84,138 @@ def apply_rotary(x, sinusoids):
     return ops.cast(ops.reshape(rotated, shape), dtype)
 
 
-def apply_rotary_half(x, theta=10000.0):
+# The keys of each implemented ``rope_type`` with their defaults (None: required, or derived from max_position).
+ROPE_SCALING_KEYS = {
+    "linear": {"factor": None},
+    "dynamic": {"factor": None, "original_max_position_embeddings": None},
+    "yarn": {"factor": None, "original_max_position_embeddings": None, "attention_factor": None,
+             "beta_fast": 32.0, "beta_slow": 1.0},
+}
+
+
+def resolve_rope_scaling(scaling, max_position=None, what="rope_scaling"):
+    """The complete RoPE scaling ``scaling`` describes (None: none), every key of its ``rope_type`` filled.
+
+    ``scaling`` is a transformers ``rope_parameters`` entry without ``rope_theta``: ``rope_type`` ``'linear'``
+    (position interpolation: frequencies / ``factor``), ``'dynamic'`` (NTK-aware: the base grows with the
+    length beyond ``original_max_position_embeddings``) or ``'yarn'`` (``beta_fast`` 32, ``beta_slow`` 1,
+    ``attention_factor`` default ``0.1 ln(factor) + 1``); ``'default'`` or None is no scaling.
+    ``original_max_position_embeddings`` defaults to ``max_position``; a yarn ``factor`` of None to
+    ``max_position / original_max_position_embeddings``. ``what`` names ``scaling`` in errors.
+
+    Example:
+    >>> from bert4long.ops.positions import resolve_rope_scaling
+    >>> resolve_rope_scaling({"rope_type": "dynamic", "factor": 2}, max_position=512)
+    {'rope_type': 'dynamic', 'factor': 2.0, 'original_max_position_embeddings': 512}
+    """
+    if scaling is not None and not isinstance(scaling, dict):
+        raise ValueError(f"{what} must be a dict such as {{'rope_type': 'yarn', 'factor': 4.0}}, got {scaling!r}.")
+    scaling = dict(scaling or {})
+    rope_type = scaling.pop("rope_type", "default")
+    if rope_type == "default" and not scaling:
+        return None
+    if rope_type == "default":
+        raise ValueError(f"{what}: rope_type 'default' (no scaling) takes no {sorted(scaling)}: drop them or name "
+                         f"a scaling rope_type ({', '.join(ROPE_SCALING_KEYS)}).")
+    if rope_type not in ROPE_SCALING_KEYS:
+        raise ValueError(f"{what}: rope_type {rope_type!r} is not implemented; bert4long implements "
+                         f"{', '.join(ROPE_SCALING_KEYS)} (or 'default': no scaling).")
+    keys = ROPE_SCALING_KEYS[rope_type]
+    unknown = sorted(set(scaling) - set(keys))
+    if unknown:
+        raise ValueError(f"{what}: rope_type {rope_type!r} takes {sorted(keys)}, not {unknown}: drop them.")
+    resolved = {"rope_type": rope_type, **keys, **scaling}
+    if "original_max_position_embeddings" in keys:
+        if resolved["original_max_position_embeddings"] is None:
+            resolved["original_max_position_embeddings"] = max_position
+        original = resolved["original_max_position_embeddings"]
+        if not isinstance(original, int) or isinstance(original, bool) or original <= 0:
+            raise ValueError(f"{what}: original_max_position_embeddings must be the positive number of trained "
+                             f"positions, got {original!r}: set it in {what}.")
+        if rope_type == "yarn" and resolved["factor"] is None and max_position is not None:
+            resolved["factor"] = max_position / original
+    for key, value in resolved.items():
+        if key not in ("rope_type", "original_max_position_embeddings") and value is not None:
+            if not isinstance(value, (int, float)) or isinstance(value, bool) or value <= 0:
+                raise ValueError(f"{what}: {key} must be a positive number, got {value!r}.")
+            resolved[key] = float(value)
+    if resolved["factor"] is None or resolved["factor"] < 1.0:
+        raise ValueError(f"{what}: rope_type {rope_type!r} needs a factor >= 1 (how many times the trained "
+                         f"length it stretches to), got {resolved['factor']!r}: set {what}['factor'].")
+    return resolved
+
+
+def rope_scaled_length(scaling, max_position):
+    """How many positions a model trained on ``max_position`` places with the resolved ``scaling``: ``factor``
+    times the trained length for ``linear`` and ``yarn``, any number (None) for ``dynamic``.
+
+    Example:
+    >>> from bert4long.ops.positions import rope_scaled_length
+    >>> rope_scaled_length({"rope_type": "linear", "factor": 4.0}, 512)
+    2048
+    """
+    if scaling is None:
+        return max_position
+    if scaling["rope_type"] == "dynamic":
+        return None
+    original = scaling.get("original_max_position_embeddings", max_position)
+    return max(max_position, int(scaling["factor"] * original))
+
+
+def rope_frequencies(dim, theta, scaling=None, length=None):
+    """``(inverse frequencies [dim / 2] float32, attention factor)`` of RoPE with base ``theta``.
+
+    With ``scaling`` (`resolve_rope_scaling`) the frequencies are transformers' (``modeling_rope_utils``):
+    ``linear`` divides them by ``factor``; ``dynamic`` raises the base to
+    ``theta * (factor * L / L0 - factor + 1) ** (dim / (dim - 2))`` for a ``length`` ``L`` (a tensor is fine:
+    no Python branch on it) beyond ``L0 = original_max_position_embeddings``; ``yarn`` blends the
+    frequencies and the interpolated ones (``/ factor``) along a ramp between the dimensions that turn
+    ``beta_fast`` and ``beta_slow`` times over ``L0``, and scales cos and sin by its attention factor.
+
+    Example:
+    >>> from bert4long.ops.positions import rope_frequencies
+    >>> frequencies, attention_factor = rope_frequencies(4, 100.0, {"rope_type": "linear", "factor": 2.0})
+    >>> [round(float(f), 4) for f in frequencies], attention_factor
+    ([0.5, 0.05], 1.0)
+
+    Reference: Peng et al., YaRN: Efficient Context Window Extension of Large Language Models (2023),
+    https://arxiv.org/abs/2309.00071.
+    """
+    scaling = resolve_rope_scaling(scaling)
+    # rounded to float32 as transformers computes them
+    exponents = np.arange(0, dim, 2, dtype="float32") / np.float32(dim)
+    wavelengths = np.power(np.float32(theta), exponents)
+    if scaling is None:
+        return np.float32(1.0) / wavelengths, 1.0
+    rope_type, factor = scaling["rope_type"], scaling["factor"]
+    if rope_type == "linear":
+        return np.float32(1.0) / wavelengths / np.float32(factor), 1.0
+    original = scaling["original_max_position_embeddings"]
+    if rope_type == "dynamic":
+        if dim <= 2:
+            raise ValueError(f"dynamic RoPE scaling needs a rotary size of at least 4, got {dim}: use linear or yarn.")
+        length = ops.cast(length, "float32")
+        growth = ops.where(length > original, factor * length / original - (factor - 1.0), 1.0)
+        base = theta * ops.power(growth, dim / (dim - 2))
+        return 1.0 / ops.power(base, exponents), 1.0
+
+    def turning_dim(rotations):  # the dimension whose wavelength fits `rotations` times in `original`
+        return dim * math.log(original / (rotations * 2 * math.pi)) / (2 * math.log(theta))
+
+    low = max(math.floor(turning_dim(scaling["beta_fast"])), 0)
+    high = min(math.ceil(turning_dim(scaling["beta_slow"])), dim - 1)
+    high = high + 0.001 if high == low else high
+    ramp = np.clip((np.arange(dim // 2, dtype="float32") - np.float32(low)) / np.float32(high - low), 0, 1)
+    extrapolated = np.float32(1.0) - ramp   # share of the unscaled frequency (high frequencies: all)
+    frequencies = (np.float32(1.0) / (np.float32(factor) * wavelengths) * (np.float32(1.0) - extrapolated)
+                   + np.float32(1.0) / wavelengths * extrapolated)
+    attention_factor = scaling["attention_factor"]
+    if attention_factor is None:
+        attention_factor = 0.1 * math.log(factor) + 1.0 if factor > 1 else 1.0
+    return frequencies, attention_factor
+
+
+def apply_rotary_half(x, theta=10000.0, scaling=None):
     """Rotary position embedding of ``x [batch, length, heads, dim]`` in the rotate-half layout.
 
     Position ``p`` rotates the pair ``(x_i, x_(i + dim/2))`` by the angle
@@ -88,6 +223,7 @@ def apply_rotary_half(x, theta=10000.0):
     ``x_(i+dim/2) cos + x_i sin``, in float32 (the layout and arithmetic of
     Hugging Face's ``apply_rotary_pos_emb``; `apply_rotary` is RoFormer's
     interleaved layout with ``theta = 10000``). Positions are ``0 .. length - 1``.
+    ``scaling`` (a `resolve_rope_scaling` description) stretches the frequencies (`rope_frequencies`).
 
     Example:
     >>> import numpy as np
@@ -95,15 +231,16 @@ def apply_rotary_half(x, theta=10000.0):
     >>> x = np.ones((1, 3, 2, 4), "float32")
     >>> np.round(apply_rotary_half(x, theta=160000.0).numpy()[0, 1, 0].astype("float64"), 4).tolist()
     [-0.3012, 0.9975, 1.3818, 1.0025]
+    >>> np.round(apply_rotary_half(x, 160000.0, {"rope_type": "linear", "factor": 2.0}).numpy()[0, 2, 0, 0], 4)
+    np.float32(-0.3012)
 
     Reference: Su et al., RoFormer (2021), https://arxiv.org/abs/2104.09864.
     """
     dim = check_even_dim(x.shape[-1], "apply_rotary_half")
-    # the inverse frequencies rounded to float32 as transformers computes them
-    exponents = np.arange(0, dim, 2, dtype="float32") / np.float32(dim)
-    inverse_frequencies = np.float32(1.0) / np.power(np.float32(theta), exponents)
+    inverse_frequencies, attention_factor = rope_frequencies(dim, theta, scaling, ops.shape(x)[1])
     angles = ops.cast(ops.arange(ops.shape(x)[1]), "float32")[:, None] * inverse_frequencies  # [length, dim/2]
-    cos, sin = ops.cos(angles)[None, :, None, :], ops.sin(angles)[None, :, None, :]
+    cos = ops.cos(angles)[None, :, None, :] * attention_factor
+    sin = ops.sin(angles)[None, :, None, :] * attention_factor
     x32 = ops.cast(x, "float32")
     first, second = x32[..., : dim // 2], x32[..., dim // 2 :]
     rotated = ops.concatenate([first * cos - second * sin, second * cos + first * sin], axis=-1)
