@@ -1047,6 +1047,43 @@ PEERS = [("train.json", "Training throughput and memory options (MiniLM size)"),
          ("tokenization.json", "Tokenization speed and exactness")]
 
 
+def export_command(checkpoint, data):
+    """The ``position_study.py --stage export`` command that writes ``checkpoint`` when it lies where that stage
+    writes (``RUN_DIR/exported/METHOD/bert_model.ckpt``), as run with the study ``data``'s settings; else None."""
+    method_folder = os.path.dirname(checkpoint)
+    exported = os.path.dirname(method_folder)
+    if os.path.basename(exported) != "exported" or os.path.basename(checkpoint) != "bert_model.ckpt":
+        return None
+    setup = data.get("setup", {})
+    base = (data.get("base", {}).get("checkpoint") or "").rstrip("/")
+    return (f"python benchmarks/position_study.py --base-checkpoint {base} --stage export --long-length "
+            f"{setup.get('long_length')} --train-methods {os.path.basename(method_folder)} "
+            f"--run-dir {os.path.dirname(exported)}")
+
+
+def remake_section(extension, finetune, number):
+    """How to remake every artifact the verdicts rest on, from the commands the JSON files record."""
+    data = extension.get(3)
+    if not data:
+        return []
+    out = [f"## {number}. How to remake the study's artifacts\n",
+           "The run folders and checkpoints live outside the repository (`--run-dir`, `--work`); these commands, "
+           "in this order, remake them and the JSON files from `../shared/models/minilm-mlm` (its README says how "
+           "that base was made). Each training command resumes where a folder already stands.\n"]
+    for stage, commands in data.get("commands", {}).items():
+        out += [f"- 3× stage `{stage}`:"] + [f"  `{command}`" for command in commands]
+    checkpoints = dict.fromkeys(r.get("checkpoint") for r in (finetune or {}).get("runs", []) if r.get("checkpoint"))
+    exports = [(c, export_command(c, data)) for c in checkpoints if export_command(c, data)]
+    recorded = data.get("commands", {}).get("export", [])
+    for checkpoint, command in exports:
+        if command not in recorded:
+            out.append(f"- the checkpoint `{checkpoint}` the fine-tuning study reads (the export stage's command, "
+                       f"from where that stage writes; not recorded when it ran): `{command}`")
+    if finetune and finetune.get("stamp", {}).get("command"):
+        out.append(f"- the fine-tuning study: `{finetune['stamp']['command']}`")
+    return out + [""]
+
+
 def build_report(results_dir, figures, out_path):
     plt = plotting()
     if plt is not None:
@@ -1102,6 +1139,8 @@ def build_report(results_dir, figures, out_path):
         sections.append(lambda k: finetune_lengths_section(finetune_lengths, k))
     if finetune_study:
         sections.append(lambda k: finetune_study_section(finetune_study, k))
+    if extension:
+        sections.append(lambda k: remake_section(extension, finetune_study, k))
     for name, title in PEERS:
         data = load_json(os.path.join(results_dir, name))
         png = os.path.join(results_dir, name.replace(".json", ".png"))

@@ -306,3 +306,14 @@ def test_recovery_allows_for_noise(accuracies, expected):
     curve = [{"step": 0, **result_row(0.2, 100, 0.2, 300)}] + [
         {"step": 100 * (i + 1), **result_row(a, 100, a, 300)} for i, a in enumerate(accuracies)]
     assert report.recovery_text(curve, 0.5, 400) == expected
+
+
+def test_the_export_that_wrote_a_fine_tuned_checkpoint_is_named():
+    """A checkpoint where `stage_export` writes (RUN_DIR/exported/METHOD/bert_model.ckpt) gets the command that
+    writes it; any other checkpoint (the base itself) gets none."""
+    report = load_script("report")
+    data = {"setup": {"long_length": 1536}, "base": {"checkpoint": "/m/minilm-mlm/"}}
+    assert report.export_command("/r/runs/exported/hierarchical-0.4/bert_model.ckpt", data) == (
+        "python benchmarks/position_study.py --base-checkpoint /m/minilm-mlm --stage export --long-length 1536 "
+        "--train-methods hierarchical-0.4 --run-dir /r/runs")
+    assert report.export_command("/m/minilm-mlm/bert_model.ckpt", data) is None
