@@ -57,6 +57,8 @@ class Family:
         refused: ``(Hugging Face key, the only value built)`` pairs: a config with another value is refused.
         position_offset: RoBERTa's position table, whose rows start after ``pad_token_id`` (two unused).
         position_extension: it reads beyond its trained positions (``hierarchical_position``, ...).
+        rope_scaling: its rotary positions can be stretched beyond the trained length (``rope_scaling=``: linear,
+            dynamic or yarn, `bert4long.rope_scaling.resolve_rope_scaling`; the command line's --rope-scaling).
         global_tokens: its attention-mask input marks global tokens (Longformer).
         segment_ids: it takes segment ids as a second input.
         tokenizer: what its folders usually hold (``"wordpiece"``, ``"bpe"``, ``"sentencepiece"``).
@@ -78,6 +80,7 @@ class Family:
     refused: tuple = ()
     position_offset: bool = False
     position_extension: bool = True
+    rope_scaling: bool = False
     global_tokens: bool = False
     segment_ids: bool = True
     tokenizer: str = "wordpiece"

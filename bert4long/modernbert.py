@@ -44,7 +44,7 @@ from bert4long.layers import Add, BiasAdd, Embedding, FeedForward, GatherPositio
 from bert4long.layers.activations import get_activation
 from bert4long.layers.dropout import Recompute, SeededDropout, name_seed
 from bert4long.models import Transformer
-from bert4long.ops.positions import resolve_rope_scaling, rope_scaled_length
+from bert4long.rope_scaling import resolve_rope_scaling, rope_scaled_length
 from bert4long.safetensors_io import WEIGHT_FILENAME  # noqa: F401 -- a bert4long.modernbert name
 
 LAYER_TYPES = ("full_attention", "sliding_attention")
@@ -53,7 +53,7 @@ MODERNBERT_FAMILY = Family("modernbert", "bert4long.modernbert:ModernBERT", mode
                            architecture="ModernBert", checkpoint="safetensors", task_prefixes=("model.",),
                            head_prefixes=("head.", "decoder."),
                            encoder_prefixes=("embeddings.", "layers.", "final_norm."), config_keys=None,
-                           position_extension=False, segment_ids=False, tokenizer="bpe")
+                           position_extension=False, rope_scaling=True, segment_ids=False, tokenizer="bpe")
 
 
 @keras.saving.register_keras_serializable(package="bert4long")
@@ -155,7 +155,7 @@ class ModernBERT(Transformer):
             ``ModernBertConfig(rope_scaling=...)``: ``{'rope_type': 'linear' | 'dynamic' | 'yarn', 'factor':
             F, ...}`` for both layer types, or ``{'full_attention': ..., 'sliding_attention': ...}`` (None:
             unscaled); ``original_max_position_embeddings`` defaults to ``max_position``
-            (`bert4long.ops.positions.resolve_rope_scaling`). A given value replaces the config's.
+            (`bert4long.rope_scaling.resolve_rope_scaling`). A given value replaces the config's.
         norm_bias, attention_bias, mlp_bias, classifier_bias, decoder_bias: which
             layers have biases (the config's flags).
         classifier_activation: activation of ``MLM-Dense``.

@@ -7,7 +7,7 @@ import only hides a cycle, it does not remove it.
     level  room            modules
     0      foundations     bert4long.ops, bert4long.outputs, bert4long.tokenizers, bert4long.tf_startup,
                            bert4long.lazy_names, bert4long.kernel_names, bert4long.pretrained,
-                           bert4long.position_alpha
+                           bert4long.position_alpha, bert4long.rope_scaling
     1      attention       bert4long.attention (kernels and MultiHeadAttention)
     2      layers          bert4long.layers
     3      models          every other top-level module: models and model families,
@@ -34,6 +34,7 @@ LEVELS = {
     "bert4long.tokenizers": 0,
     "bert4long.pretrained": 0,
     "bert4long.position_alpha": 0,
+    "bert4long.rope_scaling": 0,
     "bert4long.attention": 1,
     "bert4long.layers": 2,
     "bert4long.data": 4,

@@ -30,9 +30,9 @@ from bert4long.ops.positions import (
     apply_rotary_half,
     check_even_dim,
     check_max_relative_position,
-    resolve_rope_scaling,
     sinusoidal_embeddings,
 )
+from bert4long.rope_scaling import resolve_rope_scaling
 
 
 class _Positions:
@@ -92,7 +92,7 @@ class RotateHalfPositions(_Positions):
         theta: base of the rotary frequencies (ModernBERT: 160,000 on global layers, 10,000 on local ones).
         scaling: None, or a RoPE scaling that stretches the positions beyond the trained length, as
             transformers' ``rope_parameters`` write it: ``{'rope_type': 'linear' | 'dynamic' | 'yarn',
-            'factor': F, ...}`` (`bert4long.ops.positions.resolve_rope_scaling`; ``dynamic`` and ``yarn``
+            'factor': F, ...}`` (`bert4long.rope_scaling.resolve_rope_scaling`; ``dynamic`` and ``yarn``
             need ``original_max_position_embeddings``). Kept complete in ``get_config``.
 
     Example:

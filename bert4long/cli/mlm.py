@@ -130,6 +130,7 @@ def _run_config(args, builder, train_seqs):
             "hidden_size": builder.hidden_size, "num_hidden_layers": builder.num_hidden_layers,
             "max_position": builder.max_position, "seq_len": args.seq_len, "batch_size": args.batch_size,
             "hierarchical_position": args.hierarchical_position, "position_extension": args.position_extension,
+            "rope_scaling": args.rope_scaling,
             "attention": args.attention, "attention_config": args.attention_options, "seed": args.seed,
             **run_settings(args, "corpus", train_seqs)}   # --steps may change: raise it to continue a run
 

@@ -11,6 +11,7 @@ import math
 
 from bert4long.kernel_names import BUILT_IN_KERNELS, DEFAULT_KERNEL
 from bert4long.position_alpha import ALPHA_RANGE, DEFAULT_ALPHA, alpha_problem
+from bert4long.rope_scaling import resolve_rope_scaling, rope_scaled_length
 
 POSITION_EXTENSIONS = ("hierarchical", "copy", "interpolate")
 
@@ -50,6 +51,35 @@ def hierarchical_alpha(text):
     return alpha
 
 
+def rope_scaling(text):
+    """``--rope-scaling TYPE:FACTOR[,KEY=VALUE...]`` (``yarn:4``, ``yarn:4,beta_fast=16``) -> the ``rope_scaling=``
+    dict, checked by the library's rules (`bert4long.rope_scaling.resolve_rope_scaling`).
+
+    >>> rope_scaling("yarn:4,beta_fast=16")
+    {'rope_type': 'yarn', 'factor': 4, 'beta_fast': 16}
+    """
+    rope_type, colon, rest = text.partition(":")
+    factor, *pairs = rest.split(",")
+    items = [("factor", factor), *(pair.partition("=")[::2] for pair in pairs)]
+    if not colon or not all(key and value for key, value in items):
+        raise argparse.ArgumentTypeError(f"expected TYPE:FACTOR[,KEY=VALUE...] such as yarn:4 or "
+                                         f"yarn:4,beta_fast=16, got {text!r}")
+    scaling = {"rope_type": rope_type, **{key: _literal(value) for key, value in items}}
+    try:   # the trained length only fills defaults a given factor does not need: any stands in for it here
+        resolve_rope_scaling(scaling, max_position=1)
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(f"{text!r}: {error}") from None
+    return scaling
+
+
+def _literal(text):
+    """A number (or other Python literal) written on the command line, else the text itself."""
+    try:
+        return ast.literal_eval(text)
+    except (ValueError, SyntaxError):
+        return text
+
+
 # ------------------------------------------------------------------ argument groups
 def add_model_arguments(parser, checkpoint_required=True):
     parser.add_argument("--config", help="bert_config.json (not needed for a Hugging Face folder)")
@@ -72,6 +102,10 @@ def add_model_arguments(parser, checkpoint_required=True):
                              "(the table tiled, as Longformer) or interpolate (position interpolation)")
     parser.add_argument("--max-position", type=positive_int,
                         help="positions placed by --position-extension copy/interpolate (default: --seq-len)")
+    parser.add_argument("--rope-scaling", type=rope_scaling, metavar="TYPE:FACTOR[,KEY=VALUE...]",
+                        help="stretch rotary positions (ModernBERT) to FACTOR times the trained length: TYPE linear "
+                             "(position interpolation), dynamic (NTK, any length) or yarn; yarn's KEYs beta_fast, "
+                             "beta_slow, attention_factor (e.g. yarn:4 or yarn:4,beta_fast=16)")
     parser.add_argument("--override-position-extension", action="store_true",
                         help="build with the position options given although the checkpoint's config records "
                              "another extension (by default a checkpoint bert4long wrote is read with the extension "
@@ -137,10 +171,7 @@ def parse_attention_config(items, attention):
         if key not in valid:
             raise ValueError(f"--attention-config: {attention} has no option {key!r}; its options "
                              f"(with defaults): {described}")
-        try:
-            config[key] = ast.literal_eval(text)
-        except (ValueError, SyntaxError):
-            config[key] = text
+        config[key] = _literal(text)
     try:
         kernel(**config)
     except (ValueError, TypeError) as error:
@@ -171,11 +202,11 @@ def check_model_options(args, max_position=None, check_length=True):
     read --seq-len tokens at a time) the checkpoint's ``max_position``; sets ``args.attention_options``
     (the parsed --attention-config) and the position options the checkpoint records
     (`restore_recorded_positions`)."""
-    from bert4long.layers.position_extension import PositionExtension
     from bert4long.models import MODELS
 
     if args.model is not None and args.model.lower() not in MODELS:
         raise ValueError(f"--model {args.model!r} is unknown: choose one of {sorted(MODELS)}")
+    _check_rope_scaling(args)
     restore_recorded_positions(args)
     if args.hierarchical_position is not None and args.position_extension not in (None, "hierarchical"):
         raise ValueError(f"--hierarchical-position conflicts with --position-extension {args.position_extension}: "
@@ -189,20 +220,66 @@ def check_model_options(args, max_position=None, check_length=True):
     if seq_len:
         _check_kernel_against_length(args.attention, args.attention_options, seq_len)
     if max_position and seq_len and seq_len > max_position:
+        _check_placeable(args, seq_len, max_position)
+
+
+def _check_placeable(args, seq_len, max_position):
+    """Refuse a --seq-len beyond the positions the model will place, naming the option that reaches it."""
+    from bert4long.layers.position_extension import PositionExtension
+
+    if args.rope_scaling is not None:
+        scaling = resolve_rope_scaling(args.rope_scaling, max_position, "--rope-scaling")
+        capacity = rope_scaled_length(scaling, max_position)
+        if capacity is None or seq_len <= capacity:   # dynamic: any length
+            return
+        factor = math.ceil(seq_len / scaling.get("original_max_position_embeddings", max_position))
+        fix = (f"use --seq-len {capacity} or less, or a factor of {factor} or more (--rope-scaling "
+               f"{scaling['rope_type']}:{factor})")
+    else:
         kwargs = model_kwargs(args)  # the extension the model will be built with
         extension = PositionExtension.from_options(
             kwargs.get("hierarchical_position"), kwargs.get("position_extension"), kwargs.get("position_extension_length"))
         method, capacity = extension.method, extension.capacity(max_position)
-        if seq_len > capacity:
-            fix = ("add --hierarchical-position (up to n^2 = "
-                   f"{max_position * max_position}) or --position-extension copy/interpolate" if method is None
-                   else "use a shorter --seq-len" + (" or a larger --max-position" if method != "hierarchical" else ""))
-            family = _family_of(args)
-            if family is not None and not family.position_extension:
-                fix = (f"use --seq-len {max_position} or less ({family.name} places no positions beyond its trained "
-                       "ones; finetune --pooling chunks reads longer documents in windows)")
-            raise ValueError(f"--seq-len {seq_len} is longer than the {capacity} positions this model can place "
-                             f"(trained: {max_position}): {fix}")
+        if seq_len <= capacity:
+            return
+        fix = ("add --hierarchical-position (up to n^2 = "
+               f"{max_position * max_position}) or --position-extension copy/interpolate" if method is None
+               else "use a shorter --seq-len" + (" or a larger --max-position" if method != "hierarchical" else ""))
+        family = _family_of(args)
+        if family is not None and not family.position_extension:
+            fix = (f"use --seq-len {max_position} or less ({family.name} places no positions beyond its trained "
+                   "ones; finetune --pooling chunks reads longer documents in windows)")
+            if family.rope_scaling:
+                fix = (f"add --rope-scaling yarn:{math.ceil(seq_len / max_position)} (its rotary positions "
+                       f"stretched), or {fix}")
+    raise ValueError(f"--seq-len {seq_len} is longer than the {capacity} positions this model can place "
+                     f"(trained: {max_position}): {fix}")
+
+
+def _check_rope_scaling(args):
+    """Refuse --rope-scaling together with a position table's options, or for a family whose rotary positions
+    bert4long does not stretch (asked of its `bert4long.family.Family`)."""
+    from bert4long.cli.inputs import source_of
+    from bert4long.model_registry import families, family
+
+    if args.rope_scaling is None:
+        return
+    source = source_of(args)
+    declared = source.family if source is not None else family(args.model or "bert")
+    if declared is not None and not declared.rope_scaling:
+        if declared.position_extension:
+            raise ValueError(f"--rope-scaling stretches rotary positions, and {declared.name}'s positions are a "
+                             "learned table: use --position-extension copy/interpolate (or --hierarchical-position) "
+                             "instead")
+        scaled = ", ".join(f.name for f in families() if f.rope_scaling)
+        raise ValueError(f"--rope-scaling stretches the rotary positions of {scaled}, and {declared.name} takes no "
+                         "RoPE scaling: leave it out")
+    given = [option for option, value in (("--hierarchical-position", args.hierarchical_position),
+                                          ("--position-extension", args.position_extension),
+                                          ("--max-position", args.max_position)) if value is not None]
+    if given:
+        raise ValueError(f"--rope-scaling stretches rotary positions and {given[0]} extends a position table: "
+                         "give one of them")
 
 
 def restore_recorded_positions(args):
@@ -254,6 +331,8 @@ def model_kwargs(args):
         kwargs["attention_config"] = dict(args.attention_options)
     if getattr(args, "recompute", False):
         kwargs["recompute"] = True
+    if getattr(args, "rope_scaling", None) is not None:
+        kwargs["rope_scaling"] = args.rope_scaling
     if getattr(args, "override_position_extension", False):
         kwargs["override_position_extension"] = True
     return kwargs

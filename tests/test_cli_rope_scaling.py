@@ -1,0 +1,130 @@
+"""``--rope-scaling TYPE:FACTOR[,KEY=VALUE...]``: checked when parsed, refused beside a position table's options and
+for a family without rotary positions to stretch, widening the --seq-len check, and served as
+``build_transformer_model(..., rope_scaling=...)`` builds it.
+
+The ModernBERT folder is written by transformers' own ``ModernBertModel`` (hidden 32, a global then a local layer
+of window 8, 16 trained positions, weights perturbed); the exported SavedModel reads 64 tokens (4x the trained
+length). Tolerance: 1e-5 max abs difference on hidden states at real tokens (float32 rounding).
+"""
+import json
+
+import numpy as np
+import pytest
+
+from bert4long.cli import build_parser, main
+from bert4long.cli.options import check_model_options, model_kwargs
+
+TRAINED, VOCAB, PAD = 16, 99, 0
+
+
+def refused(capsys, argv):
+    """(exit status, stderr) of ``bert4long argv`` run in this process."""
+    try:
+        status = main(argv)
+    except SystemExit as stop:  # argparse refuses with status 2
+        status = stop.code
+    return status, capsys.readouterr().err
+
+
+@pytest.fixture(scope="module")
+def modernbert_folder(tmp_path_factory):
+    torch = pytest.importorskip("torch")
+    transformers = pytest.importorskip("transformers")
+    from torch_reference import perturbed
+
+    folder = tmp_path_factory.mktemp("modernbert_rope")
+    torch.manual_seed(0)
+    config = transformers.ModernBertConfig(
+        vocab_size=VOCAB, hidden_size=32, intermediate_size=40, num_hidden_layers=2, num_attention_heads=2,
+        local_attention=8, global_attn_every_n_layers=2, pad_token_id=PAD, bos_token_id=1, eos_token_id=2,
+        cls_token_id=1, sep_token_id=2, max_position_embeddings=TRAINED, global_rope_theta=1000.0,
+        local_rope_theta=300.0)
+    perturbed(transformers.ModernBertModel(config), 1).save_pretrained(folder)
+    return str(folder)
+
+
+@pytest.fixture(scope="module")
+def modernbert_config(tmp_path_factory):
+    """A folder holding a ModernBERT config.json alone (what the checks read)."""
+    folder = tmp_path_factory.mktemp("modernbert_config")
+    (folder / "config.json").write_text(json.dumps({
+        "model_type": "modernbert", "vocab_size": VOCAB, "hidden_size": 32, "intermediate_size": 40,
+        "num_hidden_layers": 2, "num_attention_heads": 2, "max_position_embeddings": TRAINED}))
+    return str(folder)
+
+
+def parsed(folder, *options):
+    return build_parser().parse_args(["export", "--checkpoint", folder, "--out", "o", *options])
+
+
+@pytest.mark.parametrize("value, message", [
+    ("cubic:4", "rope_type 'cubic' is not implemented; bert4long implements linear, dynamic, yarn"),
+    ("yarn:0.5", "needs a factor >= 1"),
+    ("yarn:x", "factor must be a positive number, got 'x'"),
+    ("yarn", "expected TYPE:FACTOR[,KEY=VALUE...] such as yarn:4"),
+    ("yarn:4,beta_fast", "expected TYPE:FACTOR[,KEY=VALUE...]"),
+    ("linear:2,beta_fast=16", "rope_type 'linear' takes ['factor'], not ['beta_fast']"),
+    ("yarn:4,beta_slow=-1", "beta_slow must be a positive number, got -1"),
+])
+def test_bad_values_are_refused_when_parsed(capsys, value, message):
+    status, err = refused(capsys, ["export", "--checkpoint", "nowhere", "--out", "o", "--rope-scaling", value])
+    assert status == 2 and "argument --rope-scaling:" in err and message in err, err
+
+
+def test_parsed_value_is_passed_to_the_builder(modernbert_config):
+    args = parsed(modernbert_config, "--rope-scaling", "yarn:4,beta_fast=16,attention_factor=1.2")
+    check_model_options(args, TRAINED, check_length=False)
+    assert model_kwargs(args) == {"sequence_length": None, "rope_scaling": {
+        "rope_type": "yarn", "factor": 4, "beta_fast": 16, "attention_factor": 1.2}}
+
+
+@pytest.mark.parametrize("options, message", [
+    (["--hierarchical-position"], "--rope-scaling stretches rotary positions and --hierarchical-position extends a "
+                                  "position table: give one of them"),
+    (["--position-extension", "copy"], "--rope-scaling stretches rotary positions and --position-extension extends a "
+                                       "position table: give one of them"),
+])
+def test_refused_beside_a_position_tables_options(modernbert_config, options, message):
+    with pytest.raises(ValueError, match="^" + message.replace("(", r"\(")):
+        check_model_options(parsed(modernbert_config, "--rope-scaling", "yarn:4", *options), TRAINED)
+
+
+def test_refused_for_a_learned_table(capsys, tiny_bert, tmp_path):
+    _, checkpoint, _ = tiny_bert
+    status, err = refused(capsys, ["export", "--checkpoint", checkpoint, "--out", str(tmp_path / "served"),
+                                   "--rope-scaling", "yarn:4"])
+    assert status == 1, err
+    assert ("--rope-scaling stretches rotary positions, and bert's positions are a learned table: use "
+            "--position-extension copy/interpolate (or --hierarchical-position) instead") in err
+    assert not (tmp_path / "served").exists()
+
+
+def test_seq_len_check_reaches_the_scaled_length(modernbert_config):
+    for scaling, seq_len in (("yarn:4", 4 * TRAINED), ("linear:2.5", 40), ("dynamic:2", 1000)):
+        check_model_options(parsed(modernbert_config, "--seq-len", str(seq_len), "--rope-scaling", scaling), TRAINED)
+    with pytest.raises(ValueError, match=r"^--seq-len 65 is longer than the 64 positions this model can place "
+                                         r"\(trained: 16\): use --seq-len 64 or less, or a factor of 5 or more "
+                                         r"\(--rope-scaling yarn:5\)$"):
+        check_model_options(parsed(modernbert_config, "--seq-len", "65", "--rope-scaling", "yarn:4"), TRAINED)
+    with pytest.raises(ValueError, match=r"^--seq-len 40 is longer than the 16 positions .*: add --rope-scaling "
+                                         r"yarn:3 \(its rotary positions stretched\), or use --seq-len 16 or less"):
+        check_model_options(parsed(modernbert_config, "--seq-len", "40"), TRAINED)
+
+
+def test_export_serves_the_scaled_model(capsys, modernbert_folder, tmp_path):
+    import tensorflow as tf
+
+    from bert4long.models import build_transformer_model
+
+    served = tmp_path / "served"
+    assert main(["export", "--checkpoint", modernbert_folder, "--rope-scaling", "yarn:4", "--out", str(served)]) == 0
+    capsys.readouterr()
+    ids = np.random.default_rng(0).integers(3, VOCAB, size=(2, 4 * TRAINED)).astype("int32")
+    ids[1, 40:] = PAD
+    serve = tf.saved_model.load(str(served)).signatures["serving_default"]
+    outputs = serve(token_ids=tf.constant(ids), segment_ids=tf.constant(ids * 0))["sequence_output"].numpy()
+    scaled = build_transformer_model(checkpoint_path=modernbert_folder, rope_scaling={"rope_type": "yarn", "factor": 4})
+    unscaled = build_transformer_model(checkpoint_path=modernbert_folder)
+    real = ids != PAD
+    assert np.abs(outputs - scaled.predict(ids, verbose=0))[real].max() < 1e-5
+    assert np.abs(outputs - unscaled.predict(ids, verbose=0))[real].max() > 1e-3   # the scaling was applied
