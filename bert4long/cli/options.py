@@ -118,9 +118,10 @@ def add_model_arguments(parser, checkpoint_required=True):
                         help="kernel options (a wrong key lists the kernel's options with their defaults)")
 
 
-def add_training_arguments(parser):
+def add_training_arguments(parser, steps=1000, steps_help="total training steps (default 1000)"):
+    """The options every training command shares; ``steps``/``steps_help``: --steps's default and its help."""
     parser.add_argument("--batch-size", type=positive_int, default=8, help="global batch size (default 8)")
-    parser.add_argument("--steps", type=positive_int, default=1000, help="total training steps (default 1000)")
+    parser.add_argument("--steps", type=positive_int, default=steps, help=steps_help)
     parser.add_argument("--save-every", type=positive_int, default=100, help="checkpoint every N steps (default 100)")
     parser.add_argument("--keep-checkpoints", type=positive_int, default=2,
                         help="resumable training states kept in OUT/checkpoints/, the newest (default 2; 1 keeps only "

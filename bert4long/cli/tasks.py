@@ -76,13 +76,20 @@ def add_finetune_arguments(parser):
     parser.add_argument("--no-global-cls", dest="global_cls", action="store_false",
                         help="Longformer: no global attention on the first token (default: global, the token the "
                              "classifier reads)")
-    add_training_arguments(parser)
-    parser.set_defaults(steps=None)
+    add_training_arguments(parser, steps=None, steps_help=f"training steps (batches), instead of --epochs (default: "
+                                                          f"none, --epochs {DEFAULT_EPOCHS} is trained)")
     parser.add_argument("--epochs", type=positive_int,
-                        help=f"passes over --train (default {DEFAULT_EPOCHS}); --steps instead counts batches")
+                        help=f"passes over --train (default: {DEFAULT_EPOCHS} when --steps is not given); --steps "
+                             "instead counts batches")
+    parser.add_argument("--class-weight", metavar="balanced|FILE",
+                        help="--task classify: weigh each training example's loss by its label's weight (the loss of "
+                             "a batch is sum(w * loss) / sum(w)): balanced gives n_examples / (n_labels * count) over "
+                             "the labels of --train, as scikit-learn's 'balanced'; FILE is a JSON object "
+                             '{"label": weight, ...} (a label it leaves out weighs 1). Validation scores are not '
+                             "weighted (default: every label weighs 1)")
     parser.add_argument("--select-metric", choices=["macro_f1", "accuracy", "entity_f1", "token_accuracy"],
                         help="--valid: the score whose best epoch's weights are kept as the final model, the first "
-                             "of epochs with equal scores (default macro_f1 for classify, entity_f1 for tokens)")
+                             "of epochs with equal scores (default: macro_f1 for classify, entity_f1 for tokens)")
     parser.add_argument("--early-stopping", type=positive_int, metavar="PATIENCE",
                         help="--valid: stop after PATIENCE epochs without a better --select-metric (an equal score "
                              "is no improvement)")
@@ -151,6 +158,38 @@ def _tagging_data(args, tokenizer, option, labels=None):
     return x, y, weights, labels, owner
 
 
+def class_weights(option, labels, label_ids):
+    """One weight per label for ``--class-weight option`` (None: no weighting): ``balanced``
+    (`balanced_class_weights` of the training ``label_ids``) or a JSON file {label: weight}, refused in one line when
+    it is not such an object, names a label the run does not have, or gives a weight that is not a positive number."""
+    import math
+
+    from bert4long.training.finetune import balanced_class_weights
+
+    if option is None:
+        return None
+    if option == "balanced":
+        return balanced_class_weights(label_ids, len(labels)).tolist()
+    check_utf8(option, "class-weight")
+    form = '{"label": weight, ...}'
+    try:
+        with open(option, encoding="utf-8-sig") as f:
+            given = json.load(f)
+    except ValueError as error:
+        raise ValueError(f"--class-weight {option!r} is not JSON ({error}): write {form}") from None
+    if not isinstance(given, dict):
+        raise ValueError(f"--class-weight {option!r} holds {type(given).__name__}, not an object: write {form}")
+    unknown = sorted(set(given) - set(labels))
+    if unknown:
+        raise ValueError(f"--class-weight {option!r} names label(s) {unknown[:10]} the run does not have ({labels}): "
+                         "fix the names, or add the labels to --labels")
+    for label, weight in given.items():
+        if isinstance(weight, bool) or not isinstance(weight, (int, float)) or not math.isfinite(weight) or weight <= 0:
+            raise ValueError(f"--class-weight {option!r}: label {label!r} has weight {weight!r}; give a positive "
+                             "number (leave a label out to weigh it 1)")
+    return [float(given.get(label, 1.0)) for label in labels]
+
+
 def check_finetune_arguments(args):
     check_checkpoint(args)
     if args.task == "tokens" and args.pooling != "cls":
@@ -173,6 +212,12 @@ def check_finetune_arguments(args):
     args.select_metric = metric
     if args.early_stopping and not args.valid:
         raise ValueError("--early-stopping needs --valid (the scores it watches)")
+    if args.class_weight is not None and args.task != "classify":
+        raise ValueError("--class-weight is for --task classify: a token labeller's loss is not weighted by tag; "
+                         "leave --class-weight out")
+    if args.class_weight not in (None, "balanced") and not os.path.isfile(args.class_weight):
+        raise FileNotFoundError(f"--class-weight {args.class_weight!r}: no such file; pass balanced, or a JSON file "
+                                '{"label": weight, ...}')
     check_model_options(args, max_position_of(args))
 
 
@@ -258,6 +303,7 @@ def run_finetune(args):
     read = _classification_data if args.task == "classify" else _tagging_data
     x, y, weights, labels, _ = read(args, tokenizer, "train")
     valid = read(args, tokenizer, "valid", labels) if args.valid else None  # checked before training
+    weight_of = class_weights(args.class_weight, labels, y)
     earlier = _earlier_epochs(args.out)
     steps_per_epoch = max(1, len(x) // args.batch_size)
     if args.steps is None:
@@ -274,8 +320,9 @@ def run_finetune(args):
         else:
             model = build_token_labeller(source_of(args), None, len(labels), precision=args.precision,
                                          global_tokens=global_tokens, **model_kwargs(args))
-        compile_finetune(model, make_optimizer(args.learning_rate, args.steps, args.warmup_steps, args.weight_decay,
-                                               args.clipnorm, args.accumulate), jit_compile=not args.no_xla)
+        optimizer = make_optimizer(args.learning_rate, args.steps, args.warmup_steps, args.weight_decay, args.clipnorm,
+                                   args.accumulate)
+        compile_finetune(model, optimizer, jit_compile=not args.no_xla, class_weight=weight_of)
     pad = tokenizer.pad_id or 0
     read_batches, buckets, estimate = _training_reader(model, [x, y] + ([weights] if weights is not None else []),
                                                        pad, args)
@@ -286,7 +333,8 @@ def run_finetune(args):
 
     settings = {"task": args.task, "labels": labels, "seq_len": args.seq_len, "pooling": args.pooling,
                 "chunks": args.chunks, "batch_size": args.batch_size, "lower_case": args.lower_case,
-                "model": model_kwargs(args), "bucket_lengths": buckets, **run_settings(args, "train", x, y)}
+                "model": model_kwargs(args), "bucket_lengths": buckets, **run_settings(args, "train", x, y),
+                "class_weight": dict(zip(labels, weight_of or [1.0] * len(labels)))}
     if not args.global_cls:  # (recorded only when asked: runs from before the option resume unchanged)
         settings["global_cls"] = False
     record = MetricsRecord(model, valid, labels, args, pad, buckets, steps_per_epoch, earlier)
@@ -299,16 +347,38 @@ def run_finetune(args):
     path = os.path.join(args.out, MODEL_FILES[args.task])
     save_final_model(model, path)
     tokenizer_names = copy_tokenizer(args, args.out)
-    write_text_atomically(os.path.join(args.out, SETTINGS_FILE), json.dumps(settings, indent=2))
+    write_text_atomically(os.path.join(args.out, SETTINGS_FILE),
+                          json.dumps(_finetune_record(args, settings, optimizer, steps_per_epoch), indent=2))
     rows.append(("files", f"{path}, {SETTINGS_FILE}, {', '.join(tokenizer_names)} "
                           f"(bert4long predict --run {args.out})"))
     print_summary(rows)
 
 
+def _finetune_record(args, settings, optimizer, steps_per_epoch):
+    """What finetune.json records: the run's ``settings`` (those a resume must share) with the values actually used
+    where an option was left to its default (precision, warmup, epochs, the selection metric), and the rest of the
+    command's choices, so that the folder says how to run it again."""
+    from bert4long.training.mlm import default_precision
+
+    schedule = optimizer.get_config()["learning_rate"]["config"]["schedule"]   # {step: multiplier}: warmup, decay
+    epochs = args.steps / steps_per_epoch
+    return {**settings, "precision": default_precision() if args.precision == "auto" else args.precision,
+            "warmup_steps": min(int(step) for step, value in schedule.items() if value == 1.0),
+            "steps": args.steps, "steps_per_epoch": steps_per_epoch, "epochs": int(epochs) if epochs % 1 == 0 else epochs,
+            "seed": args.seed, "select_metric": args.select_metric, "early_stopping": args.early_stopping,
+            "class_weight_option": (os.path.abspath(args.class_weight) if args.class_weight not in (None, "balanced")
+                                    else args.class_weight or "none"),
+            "valid": os.path.abspath(args.valid) if args.valid else None,
+            "labels_file": os.path.abspath(args.labels) if args.labels else None, "global_cls": args.global_cls,
+            "allow_one_class": args.allow_one_class, "errors": args.errors, "jit_compile": not args.no_xla,
+            "distribute": args.distribute, "save_every": args.save_every}
+
+
 class MetricsRecord:
-    """The scores of ``valid`` (a reader's tuple, or None) after every epoch and at the end, printed as a table and
-    written to ``metrics.json`` in the run folder (the epochs of an earlier, resumed run are kept); ``valid`` is read
-    in batches by length, padded to ``buckets``."""
+    """The scores of ``valid`` (a reader's tuple, or None) after every epoch, printed, written to ``metrics.json`` in
+    the run folder (the epochs of an earlier, resumed run are kept) with the epoch whose weights are kept and the
+    metric that chose it, and plotted in ``logs/validation`` (TensorBoard, when installed; step: the epoch);
+    ``valid`` is read in batches by length, padded to ``buckets``."""
 
     def __init__(self, model, valid, labels, args, pad_id, buckets, steps_per_epoch, earlier):
         from bert4long.data.length_batches import padded_shapes
@@ -317,7 +387,9 @@ class MetricsRecord:
         self.steps_per_epoch = steps_per_epoch
         self.shapes = padded_shapes(valid[0], pad_id, buckets) if valid is not None else None
         self.path = os.path.join(args.out, METRICS_FILE)
-        self.record = {"task": args.task, "epochs": earlier, "final": None}
+        self.record = {"task": args.task, "select_metric": args.select_metric, "selected_epoch": None,
+                       "epochs": earlier, "final": None}
+        self.log = None
 
     def scores(self):
         from bert4long.training.metrics import scores_from_ids
@@ -333,6 +405,7 @@ class MetricsRecord:
         if self.valid is not None:
             entry["valid"] = scores = self.scores()
             line += "; valid " + _headline(scores)
+            self.plot(epoch, scores)
         self.record["epochs"] = [e for e in self.record["epochs"] if e["epoch"] < epoch] + [entry]
         best = self.best_epoch()
         if best is not None and best["epoch"] == epoch:
@@ -353,34 +426,49 @@ class MetricsRecord:
         scored = [e for e in self.record["epochs"] if "valid" in e]
         return max(scored, key=lambda e: e["valid"][self.args.select_metric]) if scored else None
 
+    def plot(self, epoch, scores):
+        """``scores``' numbers (`score_scalars`) at step ``epoch`` in ``logs/validation``, when TensorBoard is there."""
+        from bert4long.training.loop import ScalarLog, tensorboard_installed
+        from bert4long.training.metrics import score_scalars
+
+        if self.log is None and tensorboard_installed():
+            self.log = ScalarLog(os.path.join(self.args.out, "logs", "validation"))
+        if self.log is not None:
+            self.log.write(epoch, score_scalars(scores))
+
     def finish(self, summary):
-        """Summary rows; scores ``valid`` once more with the final weights."""
+        """Summary rows; records the kept epoch and, with ``valid``, its scores as the final ones (`keep_best`)."""
         from bert4long.training.metrics import format_classification, format_tagging
 
         last = self.record["epochs"][-1]["train"] if self.record["epochs"] else summary["logs"]
         rows = [("train accuracy (last epoch)", f"{last.get('accuracy', float('nan')):.1%}")]
+        epoch = summary["steps"] / self.steps_per_epoch
+        self.record["selected_epoch"] = int(epoch) if epoch % 1 == 0 else epoch   # (the last weights)
         if self.valid is not None:
-            self.restore_best(summary["steps"])
-            self.record["final"] = scores = self.scores()
+            self.record["final"] = scores = self.keep_best(epoch)
             text = format_classification(scores) if "macro_f1" in scores else format_tagging(scores)
             print("\nvalidation (final weights)\n" + text, flush=True)
             rows.append(("validation", _headline(scores)))
+        if self.log is not None:
+            self.log.close()
         self._write()
         return [*rows, ("metrics", self.path)]
 
-    def restore_best(self, step):
-        """Load the best epoch's weights unless the weights of ``step`` (the run's last) are that epoch's, or beat
-        it on --select-metric (an equal score does not: the first of equals is kept)."""
+    def keep_best(self, epoch):
+        """The scores of the weights kept: the best epoch's (its weights loaded) unless the last weights (those of
+        ``epoch``, maybe mid-epoch) beat it on --select-metric (an equal score does not: the first of equals is
+        kept). Weights an epoch's scores hold are not scored again: only a run ending mid-epoch is scored here."""
         best, metric = self.best_epoch(), self.args.select_metric
         path = os.path.join(self.args.out, BEST_FILE)
-        if best is None or best["epoch"] * self.steps_per_epoch == step or not os.path.isfile(path):
-            return
-        last = self.scores()[metric]
-        if best["valid"][metric] >= last:
-            weights_only(self.model).load_weights(path)   # (also reads an earlier file holding the optimizer's state)
-            print(f"kept epoch {best['epoch']}'s weights: {metric} {best['valid'][metric]:.3f} (the last weights: "
-                  f"{last:.3f})", flush=True)
-            self.record["selected_epoch"] = best["epoch"]
+        scored = [e["valid"] for e in self.record["epochs"] if e["epoch"] == epoch and "valid" in e]
+        last = scored[0] if scored else self.scores()
+        if best is None or best["epoch"] == epoch or not os.path.isfile(path) or best["valid"][metric] < last[metric]:
+            return last
+        weights_only(self.model).load_weights(path)   # (also reads an earlier file holding the optimizer's state)
+        print(f"kept epoch {best['epoch']}'s weights: {metric} {best['valid'][metric]:.3f} (the last weights: "
+              f"{last[metric]:.3f})", flush=True)
+        self.record["selected_epoch"] = best["epoch"]
+        return best["valid"]
 
     def _write(self):
         write_text_atomically(self.path, json.dumps(self.record, indent=2))

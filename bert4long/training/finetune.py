@@ -248,13 +248,57 @@ def token_label_weights(token_ids: np.typing.ArrayLike, special_ids: Sequence[in
     return (~np.isin(np.asarray(token_ids), special_ids)).astype("float32")
 
 
+def balanced_class_weights(label_ids: np.typing.ArrayLike, num_labels: int) -> np.ndarray:
+    """scikit-learn's ``'balanced'`` weights, ``n_samples / (n_classes * count)``, over the classes present in
+    ``label_ids``; a class absent from them (no example to weigh) gets 1.
+
+    >>> balanced_class_weights([0, 0, 0, 1], 3).tolist()
+    [0.6666666666666666, 2.0, 1.0]
+    """
+    counts = np.bincount(np.asarray(label_ids).ravel(), minlength=num_labels).astype("float64")
+    present = counts > 0
+    return np.where(present, counts.sum() / (present.sum() * np.maximum(counts, 1)), 1.0)
+
+
+@keras.saving.register_keras_serializable(package="bert4long")
+class ClassWeightedCrossEntropy(keras.losses.Loss):
+    """Cross-entropy on logits, each example weighted by its gold class's weight: a batch's loss is
+    ``sum(w[y] * loss) / sum(w[y])``, PyTorch's ``CrossEntropyLoss(weight=w)`` (the mean when every weight is 1).
+
+    Example:
+    >>> import numpy as np
+    >>> from bert4long.training.finetune import ClassWeightedCrossEntropy
+    >>> logits = np.log(np.array([[0.5, 0.5], [0.25, 0.75]], "float32"))
+    >>> loss = ClassWeightedCrossEntropy([1.0, 3.0])(np.array([0, 1]), logits)
+    >>> round(float(loss), 5), round(float(np.log(2) - 3 * np.log(0.75)) / 4, 5)   # (ln 2 + 3 ln 4/3) / 4
+    (0.38905, 0.38905)
+    """
+
+    def __init__(self, class_weight, name="class_weighted_cross_entropy", **kwargs):
+        super().__init__(name=name, reduction="sum", **kwargs)
+        self.class_weight = [float(w) for w in class_weight]
+
+    def call(self, y_true, y_pred):
+        y_true = ops.cast(ops.reshape(y_true, (-1,)), "int32")
+        losses = keras.losses.sparse_categorical_crossentropy(y_true, y_pred, from_logits=True)
+        weights = ops.take(ops.convert_to_tensor(self.class_weight, dtype=losses.dtype), y_true)
+        return losses * weights / ops.sum(weights)
+
+    def get_config(self):
+        return {"name": self.name, "class_weight": self.class_weight}
+
+
 def compile_finetune(
-    model: keras.Model, optimizer: keras.optimizers.Optimizer, jit_compile: bool | str = "auto"
+    model: keras.Model, optimizer: keras.optimizers.Optimizer, jit_compile: bool | str = "auto",
+    class_weight: Sequence[float] | None = None,
 ) -> keras.Model:
-    """Cross-entropy on logits with accuracy; sample weights (token labelling) count as a mean."""
+    """Cross-entropy on logits with accuracy; sample weights (token labelling) count as a mean. ``class_weight``
+    (a classifier's, one weight per label): `ClassWeightedCrossEntropy`, which weighs the loss only (accuracy
+    counts every example once)."""
     model.compile(
         optimizer=loss_scaled(optimizer, model),
-        loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True, reduction="mean_with_sample_weight"),
+        loss=(keras.losses.SparseCategoricalCrossentropy(from_logits=True, reduction="mean_with_sample_weight")
+              if class_weight is None else ClassWeightedCrossEntropy(class_weight)),
         weighted_metrics=[keras.metrics.SparseCategoricalAccuracy(name="accuracy")],
         jit_compile=jit_compile,
     )

@@ -24,29 +24,49 @@ from bert4long.training.lock import RunLock
 from bert4long.training.resume import RunDirectory
 
 
+def tensorboard_installed() -> bool:
+    """Whether the ``tensorboard`` package is there to read the event files (TensorFlow does not install it)."""
+    return importlib.util.find_spec("tensorboard") is not None
+
+
+class ScalarLog:
+    """A TensorBoard event file of scalars in ``folder``, named with a token of this run and recorded as
+    bert4long's once made (`note_written`): an event file of yours beside it is never taken for one of bert4long's."""
+
+    def __init__(self, folder: str) -> None:
+        suffix = f".bert4long-{secrets.token_hex(8)}.v2"
+        self.writer = tf.summary.create_file_writer(folder, filename_suffix=suffix)
+        note_written(*glob.glob(os.path.join(glob.escape(folder), "*" + suffix)), growing=True)
+
+    def write(self, step: int, scalars: Mapping[str, float]) -> None:
+        """``scalars`` (tag -> value) at ``step``, flushed to the file."""
+        with self.writer.as_default():
+            for name, value in scalars.items():
+                tf.summary.scalar(name, value, step=step)
+        self.writer.flush()
+
+    def close(self) -> None:
+        self.writer.close()
+
+
 class EpochSummaries(keras.callbacks.Callback):
-    """TensorBoard's epoch scalars (``epoch_loss``, ..., ``epoch_learning_rate``) in ``folder``, one event file per
-    ``fit``, named with a token of this run and recorded as bert4long's once made (`note_written`): an event file
-    of yours beside them is never taken for one of bert4long's."""
+    """TensorBoard's epoch scalars (``epoch_loss``, ..., ``epoch_learning_rate``) in ``folder``, one `ScalarLog` per
+    ``fit``."""
 
     def __init__(self, folder: str) -> None:
         super().__init__()
         self.folder = folder
-        self.suffix = f".bert4long-{secrets.token_hex(8)}.v2"
-        self.writer = None
+        self.log = None
 
     def on_train_begin(self, logs=None):
-        self.writer = tf.summary.create_file_writer(self.folder, filename_suffix=self.suffix)
-        note_written(*glob.glob(os.path.join(glob.escape(self.folder), "*" + self.suffix)), growing=True)
+        self.log = ScalarLog(self.folder)
 
     def on_epoch_end(self, epoch, logs=None):
         rate = float(keras.ops.convert_to_numpy(self.model.optimizer.learning_rate))
-        with self.writer.as_default():
-            for name, value in {**(logs or {}), "learning_rate": rate}.items():
-                tf.summary.scalar(f"epoch_{name}", value, step=epoch)
+        self.log.write(epoch, {f"epoch_{name}": value for name, value in {**(logs or {}), "learning_rate": rate}.items()})
 
     def on_train_end(self, logs=None):
-        self.writer.close()
+        self.log.close()
 
 
 class StopOnSignal(keras.callbacks.Callback):
@@ -207,7 +227,7 @@ def _fit_intervals(model, make_dataset, steps, run, save_every, tokens_per_step,
     interval = save_every if save_every else steps
     guard = _StopOnNonFinite()
     extra = [guard, *callbacks]
-    if tensorboard and importlib.util.find_spec("tensorboard") is None:
+    if tensorboard and not tensorboard_installed():
         _log("TensorBoard logs skipped: pip install tensorboard to get them.", verbose)
     elif tensorboard:
         extra.append(EpochSummaries(os.path.join(run.out_dir, "logs", "train")))

@@ -137,6 +137,21 @@ def scores_from_ids(predicted, gold, labels, weights=None, owner=None) -> dict:
     return tagging_scores(*tags)
 
 
+def score_scalars(scores: dict) -> dict[str, float]:
+    """The numbers of `classification_scores` (accuracy, macro-F1, each class's F1 as ``f1/LABEL``) or of
+    `tagging_scores` (entity F1, precision and recall, token accuracy, each entity type's F1), by name: what a
+    TensorBoard log plots.
+
+    >>> score_scalars(classification_scores(["a", "b"], ["a", "a"], ["a", "b"]))
+    {'accuracy': 0.5, 'macro_f1': 0.3333333333333333, 'f1/a': 0.6666666666666666, 'f1/b': 0.0}
+    """
+    if "macro_f1" in scores:
+        names, per = ("accuracy", "macro_f1"), scores["per_class"]
+    else:
+        names, per = ("entity_f1", "entity_precision", "entity_recall", "token_accuracy"), scores["per_type"]
+    return {**{name: scores[name] for name in names}, **{f"f1/{key}": value["f1"] for key, value in per.items()}}
+
+
 class EpochScores(keras.callbacks.Callback):
     """Calls ``on_epoch(epoch, train_logs)`` after every ``steps_per_epoch`` training batches; the compiled metrics
     restart at each epoch's start, so ``train_logs`` (loss, accuracy) are that epoch's, not a mean over the run.
