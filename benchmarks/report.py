@@ -547,6 +547,11 @@ def finetune_claim(data):
             "model of the same checkpoint is named: " + "; ".join(parts) + ".")
 
 
+# The study's `copy` applies the extension at every step (position k + n reads row k throughout training);
+# `copy-materialized` starts from the same rows and trains them apart (Longformer's copy).
+TRAINING_LABELS = {"copy": "copy (tied)", "copy-materialized": "copy-materialized (trained apart)"}
+
+
 def extension_section(studies, figures, plt, report_dir, number, finetune=None):
     first = studies[min(studies)]
     setup = first.get("setup", {})
@@ -663,7 +668,8 @@ def extension_section(studies, figures, plt, report_dir, number, finetune=None):
         for m, r in runs.items():
             c0, c1 = r["curve"][0], r["curve"][-1]
             records = point_records(data, m, c1["step"])
-            rows.append([m, f"{c1['step']} of {r.get('stop_at') or r.get('steps')}", acc_se(c0), acc_se(c1),
+            rows.append([TRAINING_LABELS.get(m, m), f"{c1['step']} of {r.get('stop_at') or r.get('steps')}",
+                         acc_se(c0), acc_se(c1),
                          acc_se(c0, "ge"), acc_se(c1, "ge"), acc_se(c1["split"], "ge") if "split" in c1 else "–",
                          (uses_long_context(c1, records) or "–") + (" (paired)" if records else ""), acc_se(c1, "lt"),
                          recovery_text(r["curve"], split, split_n) if split is not None else "–",
@@ -676,11 +682,12 @@ def extension_section(studies, figures, plt, report_dir, number, finetune=None):
             for m, r in runs.items():
                 steps = [e["step"] for e in r["curve"]]
                 for ax, key in zip(axes, ("acc_all", "acc_ge_all")):
-                    line, = ax.plot(steps, [100 * e[key] for e in r["curve"]], marker="o", label=m)
+                    line, = ax.plot(steps, [100 * e[key] for e in r["curve"]], marker="o", label=TRAINING_LABELS.get(m, m))
                 own = [(e["step"], e["split"]["acc_ge_all"]) for e in r["curve"] if "split" in e]
                 if own:
                     axes[1].plot([x for x, _ in own], [100 * y for _, y in own], linestyle="--", marker=".",
-                                 color=line.get_color(), alpha=0.6, label=f"{m}, read as {n}-token windows")
+                                 color=line.get_color(), alpha=0.6,
+                                 label=f"{TRAINING_LABELS.get(m, m)}, read as {n}-token windows")
             for ax in axes:
                 ax.axhline(100 * base, color="black", linestyle=":", label=f"base at {n}")
                 if split is not None:
