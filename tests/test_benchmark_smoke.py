@@ -143,7 +143,7 @@ def test_report_renders_the_json_numbers(quick_results, tmp_path):
     split = position["zero_shot"]["split"]["acc_ge_all"]
     assert f"| split | {100 * position['zero_shot']['split']['acc_lt_all']:.1f}% | {100 * split:.1f}% |" in text
     head = read(quick_results, "classification_study")["strategies"]["head-512"]
-    assert f"| head-512 | {head['macro_f1_all_mean']:.3f} ± {head['macro_f1_all_std']:.3f} |" in text
+    assert f"| head-512 | {head['macro_f1_all_mean']:.3f} (spread {head['macro_f1_all_std']:.3f}) |" in text
     assert "| bert4long | 1024 | 1.000 | 2.000 |" in text and "Command: `python benchmarks/speed.py`" in text
     # the targets, computed from the rows: 3.2 / 2.0 = 1.6x (met), forward 0.9 / 1.0 = 0.9x (not met)
     assert "| same user code, MLM training step vs bert4keras at 1,024: ≥ 1.5× | 1.60× | yes |" in text
