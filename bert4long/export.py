@@ -110,14 +110,21 @@ def _token_ids_server(model, input_names, names, max_length):
     return serve
 
 
-def _with_label_names(serve, label_names):
+def _with_label_names(serve, label_names, threshold=None):
     """``serve`` whose ``logits`` also come as ``probabilities`` (softmax) and names: ``label`` (a string per
-    document, rank-2 logits) or ``tags`` (a string per token, rank-3 logits of a token labeller)."""
+    document, rank-2 logits) or ``tags`` (a string per token, rank-3 logits of a token labeller). With ``threshold``
+    (multi-label: a number, or one per label): sigmoid ``probabilities``, ``chosen`` (bool ``[batch, labels]``:
+    probability at least the threshold) and ``label_names`` (string ``[batch, labels]``)."""
     names = tf.constant([str(name) for name in label_names])
 
     def serve_with_names(*args):
         outputs = dict(serve(*args))
         logits = outputs["logits"]
+        if threshold is not None:
+            outputs["probabilities"] = probabilities = tf.sigmoid(logits)
+            outputs["chosen"] = probabilities >= tf.constant(threshold, tf.float32)
+            outputs["label_names"] = tf.tile(names[None], [tf.shape(logits)[0], 1])
+            return outputs
         outputs["probabilities"] = tf.nn.softmax(logits, axis=-1)
         key = "label" if logits.shape.rank == 2 else "tags"
         outputs[key] = tf.gather(names, tf.argmax(logits, axis=-1, output_type=tf.int32))
@@ -140,6 +147,7 @@ def export_saved_model(
     pool: str = "mean",
     max_chunks: int = 16,
     label_names: Sequence[str] | None = None,
+    threshold: float | Sequence[float] | None = None,
 ) -> list[str]:
     """Write ``model`` as a SavedModel with an int32 ``serving_default`` signature (or a raw-text one).
 
@@ -160,7 +168,8 @@ def export_saved_model(
     ``serve_token_ids``. The SavedModel still needs TensorFlow only.
 
     ``label_names`` (a classifier's or token labeller's, index = class id) adds ``probabilities`` and the
-    predicted names, ``label`` (string ``[batch]``) or ``tags`` (string ``[batch, length]``), beside ``logits``.
+    predicted names, ``label`` (string ``[batch]``) or ``tags`` (string ``[batch, length]``), beside ``logits``;
+    with ``threshold`` (multi-label), sigmoid ``probabilities``, ``chosen`` and ``label_names`` (`_with_label_names`).
 
     Example:
     >>> from bert4long.models import build_transformer_model
@@ -179,14 +188,13 @@ def export_saved_model(
     if raw_text:
         seq_len = _raw_text_seq_len(max_length, seq_len, tokenizer, strategy, head_len, chunk_overlap, pool, max_chunks)
     serve = _token_ids_server(model, input_names, names, max_length)
-    if label_names is not None and "logits" not in names:
-        raise ValueError(f"label_names need a model with logits; this one gives {names}")
+    added = _label_outputs(model, names, label_names, threshold)
     signature = [tf.TensorSpec([None, None], tf.int32, name=name) for name in ("token_ids", "segment_ids")]
     if "Input-Attention-Mask" in input_names:
         signature.append(tf.TensorSpec([None, None], tf.int32, name="attention_mask"))
     archive = keras.export.ExportArchive()
     archive.track(model)
-    serve_ids = serve if label_names is None else _with_label_names(serve, label_names)
+    serve_ids = serve if label_names is None else _with_label_names(serve, label_names, threshold)
     if raw_text:
         ranks = {name: len(shape) for name, shape in zip(names, [tuple(t.shape) for t in model.outputs])}
         serve_text, graph_tokenizer = raw_text_serving(
@@ -195,7 +203,7 @@ def export_saved_model(
         for table in graph_tokenizer.tables:
             archive.track(table)
         if label_names is not None:
-            serve_text = _with_label_names(serve_text, label_names)
+            serve_text = _with_label_names(serve_text, label_names, threshold)
         archive.add_endpoint("serving_default", tf.function(
             serve_text, input_signature=[tf.TensorSpec(None, tf.string, name="texts")]))  # [batch], or a scalar
         archive.add_endpoint("serve_token_ids", tf.function(serve_ids, input_signature=signature))
@@ -203,6 +211,19 @@ def export_saved_model(
         archive.add_endpoint("serving_default", tf.function(serve_ids, input_signature=signature))
     with OutputFolder(export_dir, "export", overwrite=overwrite) as staging:
         archive.write_out(staging, verbose=False)
+    return [*names, *added]
+
+
+def _label_outputs(model, names, label_names, threshold):
+    """The outputs `_with_label_names` adds to ``names``; ``label_names`` are refused for a model without logits, and
+    ``threshold`` without them or on per-token logits."""
+    if label_names is not None and "logits" not in names:
+        raise ValueError(f"label_names need a model with logits; this one gives {names}")
+    if threshold is not None and (label_names is None or len(model.outputs[0].shape) != 2):
+        raise ValueError("threshold is a multi-label classifier's decision: pass label_names too, for a model with "
+                         "logits [batch, labels]")
     if label_names is None:
-        return names
-    return [*names, "probabilities", "label" if len(model.outputs[0].shape) == 2 else "tags"]
+        return []
+    if threshold is not None:
+        return ["probabilities", "chosen", "label_names"]
+    return ["probabilities", "label" if len(model.outputs[0].shape) == 2 else "tags"]

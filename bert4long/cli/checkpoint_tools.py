@@ -62,9 +62,9 @@ def run_export(args):
     if (args.run is None) == (args.checkpoint is None):
         raise ValueError("export needs one source: --checkpoint (an encoder) or --run (the --out folder of "
                          "`bert4long finetune`)")
-    label_names = None
+    label_names, threshold = None, None
     if args.run is not None:
-        model, label_names = _fine_tuned_model(args)
+        model, label_names, threshold = _fine_tuned_model(args)
     else:
         model = _encoder_to_export(args)
     if args.raw_text:
@@ -78,7 +78,7 @@ def run_export(args):
     else:
         options = {}
     names = export_saved_model(model, args.out, max_length=args.max_length, overwrite=args.overwrite,
-                               label_names=label_names, **options)
+                               label_names=label_names, threshold=threshold, **options)
     print(f"SavedModel written to {os.path.abspath(args.out)}; serving_default outputs: {', '.join(names)}")
     if args.raw_text:
         print(f"serving_default takes texts (string [batch]), {'un' if args.lower_case else ''}cased WordPiece, "
@@ -94,8 +94,8 @@ def _refuse_raw_text_for(folder):
 
 
 def _fine_tuned_model(args):
-    """``(model, label names)`` `bert4long finetune` saved in --run; for --raw-text, its WordPiece vocab, casing
-    and length."""
+    """``(model, label names, threshold)`` `bert4long finetune` saved in --run (threshold: a multi-label run's, else
+    None); for --raw-text, its WordPiece vocab, casing and length."""
     from bert4long.cli.tasks import load_run_model, read_run_settings
 
     settings = read_run_settings(args.run, "or --checkpoint for an encoder")
@@ -110,7 +110,7 @@ def _fine_tuned_model(args):
         args.vocab, args.seq_len = vocab, settings["seq_len"]
         if args.lower_case is None:
             args.lower_case = settings["lower_case"]
-    return model, settings["labels"]
+    return model, settings["labels"], settings.get("threshold") if settings["task"] == "multilabel" else None
 
 
 def _encoder_to_export(args):

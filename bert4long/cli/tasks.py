@@ -45,23 +45,36 @@ SETTINGS_FILE = "finetune.json"
 METRICS_FILE = "metrics.json"
 BEST_FILE = "best.weights.h5"
 DEFAULT_EPOCHS = 3
-SELECT_METRICS = {"classify": ("macro_f1", "accuracy"), "tokens": ("entity_f1", "token_accuracy")}
-GOLD_KEYS = {"classify": "label", "tokens": "tags"}
-PREDICTED_KEYS = {"classify": "predicted_label", "tokens": "predicted_tags"}
-MODEL_FILES = {"classify": "classifier.keras", "tokens": "tagger.keras"}
+SELECT_METRICS = {"classify": ("macro_f1", "accuracy"), "tokens": ("entity_f1", "token_accuracy"),
+                  "multilabel": ("micro_f1", "macro_f1", "samples_f1")}
+GOLD_KEYS = {"classify": "label", "tokens": "tags", "multilabel": "labels"}
+PREDICTED_KEYS = {"classify": "predicted_label", "tokens": "predicted_tags", "multilabel": "predicted_labels"}
+MODEL_FILES = {"classify": "classifier.keras", "tokens": "tagger.keras", "multilabel": "classifier.keras"}
+THRESHOLD_MODES = ("global", "per-label")
 
 
 def add_finetune_arguments(parser):
     parser.description = (
         "Fine-tune a document classifier (--task classify: .jsonl lines {'text': ..., 'label': ...}) or a token "
-        "labeller (--task tokens: .jsonl lines {'tokens': [...], 'tags': [...]}, one tag per token). Labels may "
+        "labeller (--task tokens: .jsonl lines {'tokens': [...], 'tags': [...]}, one tag per token) or a multi-label "
+        "classifier (--task multilabel: .jsonl lines {'text': ..., 'labels': [...]}, a list, maybe empty). Labels may "
         "be strings or integers. Writes the model, finetune.json and the tokenizer (vocab.txt, or the checkpoint "
         "folder's tokenizer files) to --out, which `bert4long predict --run OUT` reads. On a Longformer folder the "
         "first token (<s>) gets global attention, as transformers' LongformerForSequenceClassification gives it "
         "(--no-global-cls: none).")
     add_model_arguments(parser)
-    parser.add_argument("--task", default="classify", choices=["classify", "tokens"],
-                        help="classify: one label per document; tokens: one tag per token (default classify)")
+    parser.add_argument("--task", default="classify", choices=list(MODEL_FILES),
+                        help="classify: one label per document; tokens: one tag per token; multilabel: a set of "
+                             "labels per document, one sigmoid output each (default classify)")
+    parser.add_argument("--multilabel-loss", choices=["bce", "mcc"],
+                        help="--task multilabel: bce, binary cross-entropy on each label (default); mcc, bert4keras's "
+                             "multilabel_categorical_crossentropy (its decision: logit > 0, probability 0.5)")
+    parser.add_argument("--threshold", metavar="global|per-label|P",
+                        help="--task multilabel: a label is chosen when its probability is at least the threshold: "
+                             "global, the value of 0.05, 0.10, ..., 0.95 with the best --select-metric on --valid "
+                             "after each epoch (kept with the epoch's weights); per-label, each label's value of that "
+                             "grid with its best F1; P, a number in (0, 1) (default: global with --valid and bce, "
+                             "else 0.5)")
     parser.add_argument("--train", required=True, help="training .jsonl")
     parser.add_argument("--valid", help="optional validation .jsonl (checked before training starts)")
     parser.add_argument("--labels", help="file with one label (or tag) per line (default: those of --train, sorted); "
@@ -71,7 +84,7 @@ def add_finetune_arguments(parser):
                              "(the model would learn to answer it whatever it reads); the head still has an output "
                              "for every label of --labels")
     parser.add_argument("--pooling", default="cls", choices=["cls", "chunks"],
-                        help="classify only. cls: [CLS] of one long sequence; chunks: mean of the windows' [CLS]")
+                        help="classify and multilabel. cls: [CLS] of one long sequence; chunks: mean of the windows' [CLS]")
     parser.add_argument("--chunks", type=positive_int, default=4, help="windows per document for --pooling chunks")
     parser.add_argument("--no-global-cls", dest="global_cls", action="store_false",
                         help="Longformer: no global attention on the first token (default: global, the token the "
@@ -87,9 +100,10 @@ def add_finetune_arguments(parser):
                              "the labels of --train, as scikit-learn's 'balanced'; FILE is a JSON object "
                              '{"label": weight, ...} (a label it leaves out weighs 1). Validation scores are not '
                              "weighted (default: every label weighs 1)")
-    parser.add_argument("--select-metric", choices=["macro_f1", "accuracy", "entity_f1", "token_accuracy"],
+    parser.add_argument("--select-metric", choices=sorted({m for ms in SELECT_METRICS.values() for m in ms}),
                         help="--valid: the score whose best epoch's weights are kept as the final model, the first "
-                             "of epochs with equal scores (default: macro_f1 for classify, entity_f1 for tokens)")
+                             "of epochs with equal scores (default: macro_f1 for classify, entity_f1 for tokens, "
+                             "micro_f1 for multilabel; samples_f1 is scikit-learn's average='samples')")
     parser.add_argument("--early-stopping", type=positive_int, metavar="PATIENCE",
                         help="--valid: stop after PATIENCE epochs without a better --select-metric (an equal score "
                              "is no improvement)")
@@ -100,12 +114,12 @@ def _label_list(args, option, found):
     """The labels of the head: --labels, else those ``found`` in --train (sorted); refuses fewer than two, and
     --train data of one class unless --allow-one-class."""
     labels = read_labels(args.labels) if args.labels else sorted(set(found))
-    kind = "label" if args.task == "classify" else "tag"
+    kind = "tag" if args.task == "tokens" else "label"
     path = getattr(args, option)
     classes = sorted(set(found))
     if not classes:
         raise ValueError(f"--{option} {path!r} holds no {kind}: give every "
-                         f"{'document a label' if args.task == 'classify' else 'token a tag'}")
+                         f"{'token a tag' if args.task == 'tokens' else 'document a label'}")
     if len(labels) < 2:
         where = f"--labels {args.labels!r} lists" if args.labels else f"--{option} {path!r} holds"
         raise ValueError(f"{where} one {kind} only, {labels[0]!r}: a model with one output answers it whatever it "
@@ -144,6 +158,21 @@ def _classification_data(args, tokenizer, option, labels=None):
                          '{"text": "...", "label": ...}' + (f" (labels file: {args.labels})" if args.labels else "")
                          ) from None
     return _documents_as_rows(tokenizer, corpus.token_ids, args), y, None, labels, None
+
+
+def _multilabel_data(args, tokenizer, option, labels=None):
+    """``(x, y, None, labels, None)`` for the multi-label .jsonl of ``--option`` (`bert4long.data.multilabel`), ``y``
+    0/1 ``[documents, labels]``; each line is checked here, naming file:line (``labels`` None: the training file, which
+    gives them)."""
+    from bert4long.data.multilabel import FORM, multi_hot, read_multilabel
+
+    path = getattr(args, option)
+    texts, sets, where = read_multilabel(path, args.errors)
+    if not texts:
+        raise ValueError(f"--{option} {path!r} holds no document with text: each line must be {FORM}")
+    labels = labels or _label_list(args, option, [label for names in sets for label in names])
+    y = multi_hot(sets, labels, where)
+    return _documents_as_rows(tokenizer, tokenizer.encode_documents(texts), args), y, None, labels, None
 
 
 def _tagging_data(args, tokenizer, option, labels=None):
@@ -213,12 +242,49 @@ def check_finetune_arguments(args):
     if args.early_stopping and not args.valid:
         raise ValueError("--early-stopping needs --valid (the scores it watches)")
     if args.class_weight is not None and args.task != "classify":
-        raise ValueError("--class-weight is for --task classify: a token labeller's loss is not weighted by tag; "
-                         "leave --class-weight out")
+        raise ValueError(f"--class-weight is for --task classify: the loss of --task {args.task} is not weighted by "
+                         "label; leave --class-weight out")
+    check_threshold_options(args)
     if args.class_weight not in (None, "balanced") and not os.path.isfile(args.class_weight):
         raise FileNotFoundError(f"--class-weight {args.class_weight!r}: no such file; pass balanced, or a JSON file "
                                 '{"label": weight, ...}')
     check_model_options(args, max_position_of(args))
+
+
+def check_threshold_options(args):
+    """Refuse --multilabel-loss and --threshold off --task multilabel, a chosen threshold without --valid, and a
+    number out of (0, 1)."""
+    for option, value in (("multilabel-loss", args.multilabel_loss), ("threshold", args.threshold)):
+        if value is not None and args.task != "multilabel":
+            raise ValueError(f"--{option} is for --task multilabel; leave it out for --task {args.task}")
+    if args.threshold in THRESHOLD_MODES and not args.valid:
+        raise ValueError(f"--threshold {args.threshold} is chosen on --valid: pass --valid, or a fixed threshold "
+                         "such as --threshold 0.5")
+    if args.threshold is not None and args.threshold not in THRESHOLD_MODES:
+        try:
+            number = float(args.threshold)
+        except ValueError:
+            number = None
+        if number is None or not 0 < number < 1:
+            raise ValueError(f"--threshold {args.threshold!r} is not global, per-label or a number in (0, 1): "
+                             "pass one of them")
+
+
+def threshold_mode(args):
+    """The --threshold of a multi-label run (None for other tasks): ``'global'`` or ``'per-label'`` (chosen on --valid)
+    or a number; by default global with --valid and the bce loss, else 0.5 (mcc's ``logit > 0``)."""
+    if args.task != "multilabel":
+        return None
+    if args.threshold is None:
+        return "global" if args.valid and args.multilabel_loss in (None, "bce") else 0.5
+    return args.threshold if args.threshold in THRESHOLD_MODES else float(args.threshold)
+
+
+def sigmoid(logits):
+    """float64 ``1 / (1 + exp(-logits))``: a multi-label model's probabilities."""
+    import numpy as np
+
+    return 1 / (1 + np.exp(-np.asarray(logits, "float64")))
 
 
 def model_inputs(model, token_ids):
@@ -228,18 +294,20 @@ def model_inputs(model, token_ids):
     return (token_ids, token_ids * 0) if takes_segment_ids(model) else (token_ids,)
 
 
-def predicted_ids(model, rows, shapes, batch_size):
-    """``model``'s argmax for every row of ``rows`` (padded ids), read in batches by length (`sorted_batches`, each
-    cut to its rows' padded ``shapes``) and put back in row order; a token past its batch's length (padding) gets 0."""
+def predicted_ids(model, rows, shapes, batch_size, answer=None):
+    """``model``'s argmax (or ``answer(outputs)``, one fixed-shape answer a row, e.g. `sigmoid`) for every row of
+    ``rows`` (padded ids), read in batches by length (`sorted_batches`, each cut to its rows' padded ``shapes``) and
+    put back in row order; a token past its batch's length (padding) gets 0."""
     import numpy as np
 
     from bert4long.data.length_batches import cut, sorted_batches
 
     out = None
     for index in sorted_batches(shapes, batch_size):
-        ids = np.asarray(model.predict_on_batch(model_inputs(model, cut(rows[index], shapes[index])))).argmax(-1)
+        outputs = np.asarray(model.predict_on_batch(model_inputs(model, cut(rows[index], shapes[index]))))
+        ids = outputs.argmax(-1) if answer is None else answer(outputs)
         if out is None:
-            out = np.zeros((len(rows), *rows.shape[1:ids.ndim]), ids.dtype)
+            out = np.zeros((len(rows), *(rows.shape[1:ids.ndim] if answer is None else ids.shape[1:])), ids.dtype)
         for i, row in zip(index, ids):
             out[(i, *(slice(0, n) for n in row.shape))] = row
     return out
@@ -277,7 +345,8 @@ def _training_reader(model, arrays, pad_id, args):
 
     def batches(start):
         estimate.start(start)
-        dataset = training_batches(arrays, shapes, args.batch_size, args.seed, start)
+        dataset = training_batches(arrays, shapes, args.batch_size, args.seed, start,
+                                   cut_like_ids=[True] + [args.task == "tokens"] * (len(arrays) - 1))
         return dataset.map(lambda ids, *target: (model_inputs(model, ids), *target)).prefetch(tf.data.AUTOTUNE)
 
     return batches, buckets, estimate
@@ -300,7 +369,7 @@ def run_finetune(args):
     keras.utils.set_random_seed(args.seed)
     tokenizer = tokenizer_for(args)
     print(describe_tokenizer(tokenizer, args), flush=True)
-    read = _classification_data if args.task == "classify" else _tagging_data
+    read = {"classify": _classification_data, "tokens": _tagging_data, "multilabel": _multilabel_data}[args.task]
     x, y, weights, labels, _ = read(args, tokenizer, "train")
     valid = read(args, tokenizer, "valid", labels) if args.valid else None  # checked before training
     weight_of = class_weights(args.class_weight, labels, y)
@@ -314,7 +383,7 @@ def run_finetune(args):
     strategy = get_strategy(args.distribute)
     global_tokens = "auto" if args.global_cls else None
     with strategy.scope():
-        if args.task == "classify":
+        if args.task != "tokens":
             model = build_classifier(source_of(args), None, len(labels), pooling=args.pooling,
                                      precision=args.precision, global_tokens=global_tokens, **model_kwargs(args))
         else:
@@ -322,7 +391,8 @@ def run_finetune(args):
                                          global_tokens=global_tokens, **model_kwargs(args))
         optimizer = make_optimizer(args.learning_rate, args.steps, args.warmup_steps, args.weight_decay, args.clipnorm,
                                    args.accumulate)
-        compile_finetune(model, optimizer, jit_compile=not args.no_xla, class_weight=weight_of)
+        compile_finetune(model, optimizer, jit_compile=not args.no_xla, class_weight=weight_of,
+                         multilabel_loss=(args.multilabel_loss or "bce") if args.task == "multilabel" else None)
     pad = tokenizer.pad_id or 0
     read_batches, buckets, estimate = _training_reader(model, [x, y] + ([weights] if weights is not None else []),
                                                        pad, args)
@@ -337,7 +407,9 @@ def run_finetune(args):
                 "class_weight": dict(zip(labels, weight_of or [1.0] * len(labels)))}
     if not args.global_cls:  # (recorded only when asked: runs from before the option resume unchanged)
         settings["global_cls"] = False
-    record = MetricsRecord(model, valid, labels, args, pad, buckets, steps_per_epoch, earlier)
+    if args.task == "multilabel":
+        settings["multilabel_loss"] = args.multilabel_loss or "bce"
+    record = MetricsRecord(model, valid, labels, args, pad, buckets, steps_per_epoch, earlier, threshold_mode(args))
     epochs = EpochScores(steps_per_epoch, record.epoch_done)
     start_writing(args)
     summary = fit_resumable(model, batches, args.steps, args.out, settings, save_every=args.save_every,
@@ -348,7 +420,8 @@ def run_finetune(args):
     save_final_model(model, path)
     tokenizer_names = copy_tokenizer(args, args.out)
     write_text_atomically(os.path.join(args.out, SETTINGS_FILE),
-                          json.dumps(_finetune_record(args, settings, optimizer, steps_per_epoch), indent=2))
+                          json.dumps({**_finetune_record(args, settings, optimizer, steps_per_epoch),
+                                      **record.decision()}, indent=2))
     rows.append(("files", f"{path}, {SETTINGS_FILE}, {', '.join(tokenizer_names)} "
                           f"(bert4long predict --run {args.out})"))
     print_summary(rows)
@@ -380,10 +453,10 @@ class MetricsRecord:
     metric that chose it, and plotted in ``logs/validation`` (TensorBoard, when installed; step: the epoch);
     ``valid`` is read in batches by length, padded to ``buckets``."""
 
-    def __init__(self, model, valid, labels, args, pad_id, buckets, steps_per_epoch, earlier):
+    def __init__(self, model, valid, labels, args, pad_id, buckets, steps_per_epoch, earlier, threshold=None):
         from bert4long.data.length_batches import padded_shapes
 
-        self.model, self.valid, self.labels, self.args = model, valid, labels, args
+        self.model, self.valid, self.labels, self.args, self.threshold = model, valid, labels, args, threshold
         self.steps_per_epoch = steps_per_epoch
         self.shapes = padded_shapes(valid[0], pad_id, buckets) if valid is not None else None
         self.path = os.path.join(args.out, METRICS_FILE)
@@ -392,11 +465,22 @@ class MetricsRecord:
         self.log = None
 
     def scores(self):
-        from bert4long.training.metrics import scores_from_ids
+        from bert4long.training.metrics import scores_from_ids, tuned_multilabel_scores
 
         vx, vy, vw, _, owner = self.valid
+        if self.threshold is not None:   # multi-label: the threshold is chosen (or given) with the scores
+            probabilities = predicted_ids(self.model, vx, self.shapes, self.args.batch_size, sigmoid)
+            return tuned_multilabel_scores(vy, probabilities, self.labels, self.args.select_metric, self.threshold)
         return scores_from_ids(predicted_ids(self.model, vx, self.shapes, self.args.batch_size), vy, self.labels, vw,
                                owner)
+
+    def decision(self):
+        """What a multi-label run decides with (``{}`` for other tasks): ``threshold``, the kept epoch's (or the
+        fixed one), and ``threshold_option``, how it was chosen; recorded in finetune.json and metrics.json."""
+        if self.threshold is None:
+            return {}
+        chosen = self.record["final"]["threshold"] if self.record["final"] else self.threshold
+        return {"threshold": chosen, "threshold_option": self.threshold}
 
     def epoch_done(self, epoch, train_logs):
         entry = {"epoch": epoch, "train": train_logs}
@@ -438,7 +522,7 @@ class MetricsRecord:
 
     def finish(self, summary):
         """Summary rows; records the kept epoch and, with ``valid``, its scores as the final ones (`keep_best`)."""
-        from bert4long.training.metrics import format_classification, format_tagging
+        from bert4long.training.metrics import format_scores
 
         last = self.record["epochs"][-1]["train"] if self.record["epochs"] else summary["logs"]
         rows = [("train accuracy (last epoch)", f"{last.get('accuracy', float('nan')):.1%}")]
@@ -446,11 +530,11 @@ class MetricsRecord:
         self.record["selected_epoch"] = int(epoch) if epoch % 1 == 0 else epoch   # (the last weights)
         if self.valid is not None:
             self.record["final"] = scores = self.keep_best(epoch)
-            text = format_classification(scores) if "macro_f1" in scores else format_tagging(scores)
-            print("\nvalidation (final weights)\n" + text, flush=True)
+            print("\nvalidation (final weights)\n" + format_scores(scores), flush=True)
             rows.append(("validation", _headline(scores)))
         if self.log is not None:
             self.log.close()
+        self.record.update(self.decision())
         self._write()
         return [*rows, ("metrics", self.path)]
 
@@ -492,6 +576,9 @@ def _earlier_epochs(out):
 
 
 def _headline(scores):
+    if "samples_f1" in scores:
+        return (f"micro-F1 {scores['micro_f1']:.3f}, macro-F1 {scores['macro_f1']:.3f}, samples-F1 "
+                f"{scores['samples_f1']:.3f} (threshold {scores['threshold']})")
     if "macro_f1" in scores:
         return f"macro-F1 {scores['macro_f1']:.3f}, accuracy {scores['accuracy']:.1%}"
     return f"entity F1 {scores['entity_f1']:.3f}, token accuracy {scores['token_accuracy']:.1%}"
@@ -567,6 +654,8 @@ def _read_inputs(args, task, settings):
             raise ValueError(f"--input {args.input!r} holds no documents: add text files (one document each) or "
                              'pass a .jsonl with {"text": "..."} lines')
         gold = [str(label) for label in labels] if task == "classify" and None not in labels else None
+        if task == "multilabel":
+            gold = _gold_label_sets(args, records, sources, settings["labels"])
     if args.metrics and gold is None:
         raise ValueError(f"--metrics {args.metrics!r}: --input {args.input!r} is not labelled on every line (a "
                          f"{GOLD_KEYS.get(task, 'label')!r} in each), so there are no scores to write: add the labels "
@@ -576,6 +665,18 @@ def _read_inputs(args, task, settings):
         raise ValueError(f"--input {args.input!r} holds label(s) {unknown[:10]} the run was not trained on "
                          f"({settings['labels']}): fix the labels, or drop the 'label' field to predict only")
     return items, gold, sources, records
+
+
+def _gold_label_sets(args, records, sources, labels):
+    """The 0/1 gold label sets of a multi-label --input when every line gives ``labels`` (else None), checked naming
+    file:line (`bert4long.data.multilabel`)."""
+    from bert4long.data.multilabel import label_sets, multi_hot
+
+    if not all("labels" in record for record in records):
+        return None
+    folder = args.input if os.path.isdir(args.input) else os.path.dirname(os.path.abspath(args.input))
+    where = [os.path.join(folder, source) for source in sources]
+    return multi_hot(label_sets(records, where), labels, where)
 
 
 def _check_output_folders(args):
@@ -625,6 +726,12 @@ def read_run_settings(run, alternative):
     if len(labels) < 2:
         raise ValueError(f"{settings_path} lists {len(labels)} label(s) {labels}: a model with fewer than two "
                          "answers the same whatever it reads; fine-tune again with two labels or more")
+    threshold = settings.get("threshold")
+    numbers = threshold if isinstance(threshold, list) and len(threshold) == len(labels) else [threshold]
+    if settings["task"] == "multilabel" and not all(isinstance(t, (int, float)) and not isinstance(t, bool)
+                                                    and 0 < t < 1 for t in numbers):
+        raise ValueError(f"{settings_path}: 'threshold' is {threshold!r}, not a number in (0, 1) or one per label: "
+                         f"{fix}")
     return settings
 
 
@@ -709,24 +816,27 @@ def run_predict(args):
     empty = sum(len(document) == 0 for document in documents)
     print(f"wrote {len(items)} result(s) to {args.output}"
           + (f" ({empty} with no tokens: the model read [CLS] [SEP] alone)" if empty else ""), flush=True)
-    if gold and task in PREDICTED_KEYS:
+    if gold is not None and len(gold) and task in PREDICTED_KEYS:
         _print_scores(gold, predicted, settings["labels"], task, args.metrics)
 
 
 def _print_scores(gold, predicted, labels, task, path):
     """The scores of a labelled input: a table on stdout, the JSON in ``path`` (--metrics) when given."""
+    from bert4long.data.multilabel import multi_hot
     from bert4long.training.metrics import (
         classification_scores,
-        format_classification,
-        format_tagging,
+        format_scores,
+        multilabel_scores,
         tagging_scores,
     )
 
     if task == "classify":
         scores = classification_scores(gold, predicted, labels)
+    elif task == "multilabel":
+        scores = multilabel_scores(gold, multi_hot(predicted, labels), labels)
     else:
         scores = tagging_scores(gold, predicted)
-    print(format_classification(scores) if task == "classify" else format_tagging(scores), flush=True)
+    print(format_scores(scores), flush=True)
     if path:
         write_text_atomically(path, json.dumps(scores, indent=2))
         print(f"wrote the scores to {path}", flush=True)
@@ -742,10 +852,15 @@ def _predict_batch(model, tokenizer, batch, task, args, settings, buckets):
     from bert4long.data.tagging import encode_tagged
 
     pad = tokenizer.pad_id or 0
-    if task == "classify":
+    if task in ("classify", "multilabel"):
         x = _documents_as_rows(tokenizer, batch, args)
         x = cut(x, padded_shapes(x, pad, buckets))
         logits = model.predict_on_batch(model_inputs(model, x)).astype("float64")
+    if task == "multilabel":
+        labels, chosen = settings["labels"], sigmoid(logits) >= np.asarray(settings["threshold"])
+        return [{"predicted_labels": [label for label, on in zip(labels, row) if on],
+                 "probabilities": dict(zip(labels, p.round(6).tolist()))} for row, p in zip(chosen, sigmoid(logits))]
+    if task == "classify":
         probs = np.exp(logits - logits.max(-1, keepdims=True))
         probs /= probs.sum(-1, keepdims=True)
         labels = settings["labels"]

@@ -163,13 +163,15 @@ def epoch_batches(shapes, batch_size, seed, epoch):
     return _epoch_batches_op(_groups(shapes), batch_size, seed, tf.constant(epoch, tf.int64)).numpy()
 
 
-def training_batches(arrays, shapes, batch_size, seed=0, start=0):
+def training_batches(arrays, shapes, batch_size, seed=0, start=0, cut_like_ids=None):
     """Endless ``tf.data`` dataset of batches from batch ``start`` on (counted from the first epoch): tuples of
     ``arrays`` gathered by `epoch_batches`; ``arrays[0]`` holds the token ids, and each array shaped like it (token
-    tags, weights) is cut to the batch's shape like the ids; the others (labels) are only gathered."""
+    tags, weights) is cut to the batch's shape like the ids; the others (labels) are only gathered.
+    ``cut_like_ids`` (one bool an array) says which are cut where the shape cannot tell: multi-hot labels
+    ``[N, num_labels]`` beside ids ``[N, seq_len]`` when the two numbers are equal."""
     _check_batch_size(len(shapes), batch_size)
     steps, axes = len(shapes) // batch_size, np.ndim(arrays[0]) - 1
-    alike = [np.shape(a)[1:axes + 1] == np.shape(arrays[0])[1:] for a in arrays]
+    alike = cut_like_ids or [np.shape(a)[1:axes + 1] == np.shape(arrays[0])[1:] for a in arrays]
     tables, groups, shapes = [tf.constant(a) for a in arrays], _groups(shapes), tf.constant(shapes, tf.int64)
 
     def batch(index):

@@ -288,20 +288,58 @@ class ClassWeightedCrossEntropy(keras.losses.Loss):
         return {"name": self.name, "class_weight": self.class_weight}
 
 
+@keras.saving.register_keras_serializable(package="bert4long")
+class MultilabelCategoricalCrossentropy(keras.losses.Loss):
+    """bert4keras's ``multilabel_categorical_crossentropy`` on logits ``s`` and 0/1 targets:
+    ``log(1 + sum_neg exp(s)) + log(1 + sum_pos exp(-s))``, which pushes every gold label's logit above 0 and every
+    other below, so the decision is ``logit > 0`` (probability ``sigmoid(logit) > 0.5``).
+    Reference: Su Jianlin, https://kexue.fm/archives/7359.
+
+    Example:
+    >>> import numpy as np
+    >>> from bert4long.training.finetune import MultilabelCategoricalCrossentropy
+    >>> loss = MultilabelCategoricalCrossentropy()(np.array([[1, 0, 0]]), np.array([[2.0, -1.0, 0.5]], "float32"))
+    >>> round(float(loss), 5), round(float(np.log(1 + np.exp(-1) + np.exp(0.5)) + np.log(1 + np.exp(-2))), 5)
+    (1.23106, 1.23106)
+    """
+
+    def __init__(self, name="multilabel_categorical_crossentropy", **kwargs):
+        super().__init__(name=name, **kwargs)
+
+    def call(self, y_true, y_pred):
+        y_true = ops.cast(y_true, y_pred.dtype)
+        signed = (1 - 2 * y_true) * y_pred   # -s on gold labels, s on the others
+        zeros = ops.zeros_like(signed[..., :1])
+        negatives = ops.concatenate([signed - y_true * 1e12, zeros], axis=-1)
+        positives = ops.concatenate([signed - (1 - y_true) * 1e12, zeros], axis=-1)
+        return ops.logsumexp(negatives, axis=-1) + ops.logsumexp(positives, axis=-1)
+
+
+MULTILABEL_LOSSES = ("bce", "mcc")
+
+
 def compile_finetune(
     model: keras.Model, optimizer: keras.optimizers.Optimizer, jit_compile: bool | str = "auto",
-    class_weight: Sequence[float] | None = None,
+    class_weight: Sequence[float] | None = None, multilabel_loss: str | None = None,
 ) -> keras.Model:
     """Cross-entropy on logits with accuracy; sample weights (token labelling) count as a mean. ``class_weight``
     (a classifier's, one weight per label): `ClassWeightedCrossEntropy`, which weighs the loss only (accuracy
-    counts every example once)."""
-    model.compile(
-        optimizer=loss_scaled(optimizer, model),
-        loss=(keras.losses.SparseCategoricalCrossentropy(from_logits=True, reduction="mean_with_sample_weight")
-              if class_weight is None else ClassWeightedCrossEntropy(class_weight)),
-        weighted_metrics=[keras.metrics.SparseCategoricalAccuracy(name="accuracy")],
-        jit_compile=jit_compile,
-    )
+    counts every example once). ``multilabel_loss`` (0/1 targets ``[batch, labels]``): ``'bce'``, binary
+    cross-entropy on each label's logit, or ``'mcc'``, `MultilabelCategoricalCrossentropy`; accuracy is then the
+    share of (example, label) decisions right at ``logit > 0``."""
+    if multilabel_loss is None:
+        loss = (keras.losses.SparseCategoricalCrossentropy(from_logits=True, reduction="mean_with_sample_weight")
+                if class_weight is None else ClassWeightedCrossEntropy(class_weight))
+        accuracy = keras.metrics.SparseCategoricalAccuracy(name="accuracy")
+    elif multilabel_loss in MULTILABEL_LOSSES and class_weight is None:
+        loss = (keras.losses.BinaryCrossentropy(from_logits=True) if multilabel_loss == "bce"
+                else MultilabelCategoricalCrossentropy())
+        accuracy = keras.metrics.BinaryAccuracy(threshold=0.0, name="accuracy")
+    else:
+        raise ValueError(f"multilabel_loss must be one of {MULTILABEL_LOSSES} (got {multilabel_loss!r}), without "
+                         "class_weight (a multi-label loss is not weighted by label)")
+    model.compile(optimizer=loss_scaled(optimizer, model), loss=loss, weighted_metrics=[accuracy],
+                  jit_compile=jit_compile)
     return model
 
 

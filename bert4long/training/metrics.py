@@ -1,6 +1,8 @@
 """Scores a practitioner reads: per-class precision/recall/F1, macro-F1, the confusion matrix and the majority-class
-baseline for classification; entity-level F1 (seqeval's chunk definition, BIO/IOBES) and token accuracy for token
-labelling. Pure Python on label names; `format_classification` / `format_tagging` print them as a small table.
+baseline for classification; micro-, macro- and example-based F1 for multi-label classification, with the decision
+threshold chosen on validation (`tuned_multilabel_scores`); entity-level F1 (seqeval's chunk definition, BIO/IOBES)
+and token accuracy for token labelling. Pure Python and NumPy on label names; `format_scores` prints them as a small
+table.
 """
 import time
 from collections import Counter
@@ -55,6 +57,70 @@ def classification_scores(gold: Sequence, predicted: Sequence, labels: Sequence)
         "labels": list(labels),
         "confusion": confusion,
     }
+
+
+THRESHOLD_GRID = tuple(round(0.05 * i, 2) for i in range(1, 20))   # 0.05, 0.10, ..., 0.95
+
+
+def _label_counts(gold, chosen):
+    """Per-label true positives, false positives and false negatives of bool ``[..., N, labels]`` matrices."""
+    return (gold & chosen).sum(-2), (~gold & chosen).sum(-2), (gold & ~chosen).sum(-2)
+
+
+def _f1_of_counts(tp, fp, fn):
+    """``2tp / (2tp + fp + fn)``, 0 where nothing is gold or chosen (scikit-learn's ``zero_division=0``)."""
+    total = 2 * tp + fp + fn
+    return np.where(total > 0, 2 * tp / np.maximum(total, 1), 0.0)
+
+
+def multilabel_scores(gold: np.typing.ArrayLike, chosen: np.typing.ArrayLike, labels: Sequence) -> dict:
+    """Micro-F1 (with its precision and recall), macro-F1, example-based F1 (scikit-learn's ``average='samples'``) and
+    per-label precision/recall/F1/support of the label sets ``chosen`` against ``gold`` (0/1 ``[N, labels]``). A
+    ratio with nothing to count is 0 (scikit-learn's ``zero_division=0``): a label never gold nor chosen has F1 0, and
+    so has a document with no gold and no chosen label.
+
+    >>> s = multilabel_scores([[1, 0], [1, 1]], [[1, 1], [1, 0]], ["a", "b"])
+    >>> s["micro_f1"], s["macro_f1"], round(s["samples_f1"], 4), s["per_class"]["b"]["f1"]
+    (0.6666666666666666, 0.5, 0.6667, 0.0)
+    """
+    gold, chosen = np.asarray(gold).astype(bool), np.asarray(chosen).astype(bool)
+    if gold.shape != chosen.shape or gold.ndim != 2 or not len(gold):
+        raise ValueError(f"gold {gold.shape} and chosen {chosen.shape} label sets differ or are empty: give one 0/1 "
+                         "row per example, one column per label")
+    tp, fp, fn = _label_counts(gold, chosen)
+    per_class = {label: {"precision": _ratio(int(tp[i]), int(tp[i] + fp[i])),
+                         "recall": _ratio(int(tp[i]), int(tp[i] + fn[i])),
+                         "f1": float(_f1_of_counts(tp[i], fp[i], fn[i])), "support": int(tp[i] + fn[i])}
+                 for i, label in enumerate(labels)}
+    per_example = _f1_of_counts(*_label_counts(gold.T, chosen.T))
+    return {
+        "examples": len(gold),
+        "micro_f1": float(_f1_of_counts(tp.sum(), fp.sum(), fn.sum())),
+        "micro_precision": _ratio(int(tp.sum()), int(tp.sum() + fp.sum())),
+        "micro_recall": _ratio(int(tp.sum()), int(tp.sum() + fn.sum())),
+        "macro_f1": sum(c["f1"] for c in per_class.values()) / len(labels),
+        "samples_f1": float(per_example.mean()),
+        "per_class": per_class,
+        "labels": list(labels),
+    }
+
+
+def tuned_multilabel_scores(gold, probabilities, labels, metric="micro_f1", threshold="global") -> dict:
+    """`multilabel_scores` of the labels whose probability is at least a threshold, recorded as ``threshold``:
+    ``'global'``, the value of `THRESHOLD_GRID` with the best ``metric`` (the smallest of equals); ``'per-label'``,
+    for each label the grid value with its best F1 (the smallest of equals); a number, that threshold.
+
+    >>> tuned_multilabel_scores([[1, 0], [0, 1]], [[0.7, 0.2], [0.3, 0.4]], ["a", "b"])["threshold"]
+    0.35
+    """
+    gold, probabilities = np.asarray(gold).astype(bool), np.asarray(probabilities)
+    if threshold == "per-label":
+        grid = np.asarray(THRESHOLD_GRID)[:, None, None]
+        f1 = _f1_of_counts(*_label_counts(gold[None], probabilities[None] >= grid))   # [grid, labels]
+        threshold = [THRESHOLD_GRID[i] for i in f1.argmax(0)]
+    elif threshold == "global":
+        threshold = max(THRESHOLD_GRID, key=lambda t: multilabel_scores(gold, probabilities >= t, labels)[metric])
+    return {**multilabel_scores(gold, probabilities >= np.asarray(threshold), labels), "threshold": threshold}
 
 
 def _split(tag):
@@ -138,14 +204,17 @@ def scores_from_ids(predicted, gold, labels, weights=None, owner=None) -> dict:
 
 
 def score_scalars(scores: dict) -> dict[str, float]:
-    """The numbers of `classification_scores` (accuracy, macro-F1, each class's F1 as ``f1/LABEL``) or of
+    """The numbers of `classification_scores` (accuracy, macro-F1, each class's F1 as ``f1/LABEL``), of
+    `multilabel_scores` (micro-, macro- and example-based F1, each label's F1) or of
     `tagging_scores` (entity F1, precision and recall, token accuracy, each entity type's F1), by name: what a
     TensorBoard log plots.
 
     >>> score_scalars(classification_scores(["a", "b"], ["a", "a"], ["a", "b"]))
     {'accuracy': 0.5, 'macro_f1': 0.3333333333333333, 'f1/a': 0.6666666666666666, 'f1/b': 0.0}
     """
-    if "macro_f1" in scores:
+    if "samples_f1" in scores:
+        names, per = ("micro_f1", "macro_f1", "samples_f1"), scores["per_class"]
+    elif "macro_f1" in scores:
         names, per = ("accuracy", "macro_f1"), scores["per_class"]
     else:
         names, per = ("entity_f1", "entity_precision", "entity_recall", "token_accuracy"), scores["per_type"]
@@ -202,6 +271,26 @@ def format_classification(scores: dict) -> str:
         f"accuracy {scores['accuracy']:.3f}  macro-F1 {scores['macro_f1']:.3f}  majority baseline "
         f"{scores['majority_baseline']:.3f} ({scores['majority_label']})  on {scores['examples']} examples",
     ])
+
+
+def format_multilabel(scores: dict) -> str:
+    """A small table: one row per label, then micro-, macro- and example-based F1 and the threshold."""
+    rows = [(label, f"{c['precision']:.3f}", f"{c['recall']:.3f}", f"{c['f1']:.3f}", c["support"])
+            for label, c in scores["per_class"].items()]
+    threshold = scores.get("threshold")
+    return "\n".join([
+        _table(("label", "precision", "recall", "f1", "support"), rows),
+        f"micro-F1 {scores['micro_f1']:.3f} (P {scores['micro_precision']:.3f}, R {scores['micro_recall']:.3f})  "
+        f"macro-F1 {scores['macro_f1']:.3f}  samples-F1 {scores['samples_f1']:.3f}  on {scores['examples']} examples"
+        + ("" if threshold is None else f"  threshold {threshold}"),
+    ])
+
+
+def format_scores(scores: dict) -> str:
+    """`format_classification`, `format_multilabel` or `format_tagging`, for the scores given."""
+    if "samples_f1" in scores:
+        return format_multilabel(scores)
+    return format_classification(scores) if "macro_f1" in scores else format_tagging(scores)
 
 
 def format_tagging(scores: dict) -> str:
