@@ -19,7 +19,14 @@ setup(
     long_description=(HERE / "README.md").read_text(encoding="utf-8"),
     long_description_content_type="text/markdown",
     license="Apache-2.0",
-    python_requires=">=3.10",
+    python_requires=">=3.10",   # no upper cap: on a Python TensorFlow has no wheel for (3.14 today), pip says so
+    classifiers=[  # the Pythons .ci/run tests: the suite on 3.11, .ci/smoke on the others
+        "Programming Language :: Python :: 3 :: Only",
+        "Programming Language :: Python :: 3.10",
+        "Programming Language :: Python :: 3.11",
+        "Programming Language :: Python :: 3.12",
+        "Programming Language :: Python :: 3.13",
+    ],
     packages=find_packages(include=["bert4long", "bert4long.*"]),
     package_data={"bert4long.pretrained": ["austen-wiki-mini/*"]},  # the built-in model (bert4long.pretrained)
     py_modules=["bert4long_command"],  # the command's entry point, outside the package (see its docstring)

@@ -263,7 +263,7 @@ def write_marker(folder, command, files=None, created=None, temporaries=None):
     temporaries it is writing (the inode is None until made)."""
     write_text_atomically(os.path.join(folder, MARKER), json.dumps({
         "made_by": "bert4long", "command": command, "files": files or {}, "temporaries": temporaries or {},
-        "created": created or datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")}, indent=2))
+        "created": created or datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")}, indent=2))
 
 
 def _unchanged(path, entry):
