@@ -10,20 +10,12 @@ import json
 
 import numpy as np
 import pytest
+from test_cli_options import refused
 
 from bert4long.cli import build_parser, main
 from bert4long.cli.options import check_model_options, model_kwargs
 
 TRAINED, VOCAB, PAD = 16, 99, 0
-
-
-def refused(capsys, argv):
-    """(exit status, stderr) of ``bert4long argv`` run in this process."""
-    try:
-        status = main(argv)
-    except SystemExit as stop:  # argparse refuses with status 2
-        status = stop.code
-    return status, capsys.readouterr().err
 
 
 @pytest.fixture(scope="module")
