@@ -93,8 +93,11 @@ def last_epoch_predictions(folder, valid, gold, macro_f1):
 
     settings = load_json(os.path.join(folder, "finetune.json"))
     model = load_final_model(os.path.join(folder, "classifier.keras"))
-    if not RunDirectory(folder, settings).restore(tf.train.Checkpoint(model=model)):
+    states = RunDirectory(folder, {})
+    if states.latest_step() is None:
         raise RuntimeError(f"{folder!r} holds no checkpoint of its last epoch")
+    # finetune.json records the values the run resolved (precision, warmup); the state, the options as given
+    RunDirectory(folder, states.state_record(states.latest_step())["config"]).restore(tf.train.Checkpoint(model=model))
     with tempfile.TemporaryDirectory() as tmp:
         run = os.path.join(tmp, "run")
         os.makedirs(run)
