@@ -143,3 +143,9 @@ class Family:
     def trained_positions(self, hf):
         """Trained positions of a ``config.json`` dict (its table's rows less the offset)."""
         return self.from_huggingface(hf).get("max_position")
+
+    def placed_positions(self, hf):
+        """Positions a ``config.json`` dict's model places: the trained ones, or more when the config records a
+        rotary scaling (None: any length)."""
+        config = self.from_huggingface(hf)
+        return self.builder_class().placed_positions(config) if self.rope_scaling else config.get("max_position")

@@ -237,6 +237,14 @@ class ModernBERT(Transformer):
         self.huggingface_config = dict(huggingface_config or {})
 
     @staticmethod
+    def placed_positions(config):
+        """How many positions builder arguments ``config`` place: the trained ones, stretched by the rotary
+        scaling of its global layers (None: ``dynamic``, any length); local layers see only their window."""
+        max_position = config.get("max_position", 8192)
+        scaling = rope_scaling_per_layer_type(config.get("rope_scaling"), max_position)["full_attention"]
+        return rope_scaled_length(scaling, max_position)
+
+    @staticmethod
     def from_huggingface_config(hf):
         """`build_transformer_model` keyword arguments from a ModernBERT ``config.json`` dict.
 

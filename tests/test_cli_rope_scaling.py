@@ -120,3 +120,21 @@ def test_export_serves_the_scaled_model(capsys, modernbert_folder, tmp_path):
     real = ids != PAD
     assert np.abs(outputs - scaled.predict(ids, verbose=0))[real].max() < 1e-5
     assert np.abs(outputs - unscaled.predict(ids, verbose=0))[real].max() > 1e-3   # the scaling was applied
+
+
+@pytest.mark.parametrize("recorded, placed", [({"rope_type": "yarn", "factor": 4.0}, 4 * TRAINED),
+                                              ({"rope_type": "linear", "factor": 2.0}, 2 * TRAINED),
+                                              ({"rope_type": "dynamic", "factor": 2.0}, None)])
+def test_seq_len_check_reads_the_scaling_a_folder_records(tmp_path, recorded, placed):
+    """A folder whose config.json already stretches its rotary positions (rope_parameters) reads that far with no
+    --rope-scaling; one token more is refused, naming the recorded length."""
+    (tmp_path / "config.json").write_text(json.dumps({
+        "model_type": "modernbert", "vocab_size": VOCAB, "hidden_size": 32, "intermediate_size": 40,
+        "num_hidden_layers": 2, "num_attention_heads": 2, "max_position_embeddings": TRAINED,
+        "rope_parameters": {"full_attention": {**recorded, "rope_theta": 1000.0},
+                            "sliding_attention": {"rope_type": "default", "rope_theta": 300.0}}}))
+    check_model_options(parsed(str(tmp_path), "--seq-len", str(placed or 100 * TRAINED)), TRAINED)
+    if placed is not None:
+        with pytest.raises(ValueError, match=rf"^--seq-len {placed + 1} is longer than the {placed} positions this "
+                                             rf"model can place \(trained: {TRAINED}\): use --seq-len {placed} or less"):
+            check_model_options(parsed(str(tmp_path), "--seq-len", str(placed + 1)), TRAINED)

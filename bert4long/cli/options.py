@@ -236,6 +236,12 @@ def _check_placeable(args, seq_len, max_position):
         factor = math.ceil(seq_len / scaling.get("original_max_position_embeddings", max_position))
         fix = (f"use --seq-len {capacity} or less, or a factor of {factor} or more (--rope-scaling "
                f"{scaling['rope_type']}:{factor})")
+    elif (recorded := _recorded_rope_capacity(args, max_position)) != max_position:
+        if recorded is None or seq_len <= recorded:   # dynamic: any length
+            return
+        capacity = recorded
+        fix = (f"use --seq-len {recorded} or less, or stretch further than the config records (--rope-scaling "
+               f"yarn:{math.ceil(seq_len / max_position)} replaces its scaling)")
     else:
         kwargs = model_kwargs(args)  # the extension the model will be built with
         extension = PositionExtension.from_options(
@@ -255,6 +261,17 @@ def _check_placeable(args, seq_len, max_position):
                        f"stretched), or {fix}")
     raise ValueError(f"--seq-len {seq_len} is longer than the {capacity} positions this model can place "
                      f"(trained: {max_position}): {fix}")
+
+
+def _recorded_rope_capacity(args, max_position):
+    """The positions a --checkpoint folder's model places with the rotary scaling its config records
+    (``max_position`` when it records none, None for any length)."""
+    from bert4long.cli.inputs import source_of
+
+    family = _family_of(args)
+    if family is None or not family.rope_scaling:
+        return max_position
+    return family.placed_positions(source_of(args).file_config)
 
 
 def _check_rope_scaling(args):
