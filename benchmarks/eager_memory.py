@@ -14,9 +14,9 @@ Peak memory is the subprocess's peak RSS (ru_maxrss, so tracing counts for
 the model was built. A run stops at ``--memory-budget-gb`` (the parent kills it)
 or ``--time-limit`` seconds, and a (variant, mode) stops at its first such length.
 
-    nice python benchmarks/eager_memory.py             # sliding_window at 4,096 tokens, chunked at 8,192
-    python benchmarks/eager_memory.py --quick          # tiny model, chunked, 128 tokens: CI smoke run
-    python benchmarks/eager_memory.py --variants chunked --lengths 1024 2048 4096 --modes tf.function eager
+    nice python -m benchmarks.eager_memory             # sliding_window at 4,096 tokens, chunked at 8,192
+    python -m benchmarks.eager_memory --quick          # tiny model, chunked, 128 tokens: CI smoke run
+    python -m benchmarks.eager_memory --variants chunked --lengths 1024 2048 4096 --modes tf.function eager
 
 Writes a table and ``benchmarks/results/eager_memory.json`` (``eager_memory_quick.json``
 with ``--quick``; ``--output`` elsewhere), with the eager / tf.function peak ratio of every
@@ -29,9 +29,8 @@ import resource
 import sys
 import time
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from attention import QUICK_MODEL, QUICK_VARIANTS, VARIANTS
-from common import GIB, MINILM, machine_stamp, print_table, rss_bytes, run_watched, write_json
+from benchmarks.attention import QUICK_MODEL, QUICK_VARIANTS, VARIANTS
+from benchmarks.common import GIB, MINILM, machine_stamp, print_table, rss_bytes, run_watched, write_json
 
 MODES = ["tf.function", "eager", "run_eagerly"]
 LENGTHS = {"sliding_window": [4096], "chunked": [8192]}  # the lengths of the closing note of issue 17
@@ -80,7 +79,7 @@ def worker(args):
 
 def measure(args, variant, length, mode):
     """Run the worker in a subprocess, killing it past the memory budget or the time limit."""
-    command = [sys.executable, os.path.abspath(__file__), "--worker", "--variant", variant, "--length", str(length),
+    command = [sys.executable, "-m", "benchmarks.eager_memory", "--worker", "--variant", variant, "--length", str(length),
                "--mode", mode] + ["--quick"] * args.quick
     return run_watched(command, {"variant": variant, "length": length, "mode": mode}, args.memory_budget_gb,
                        args.time_limit)

@@ -8,9 +8,9 @@ prints (compiling included), its own estimate of an epoch (this tree only), peak
 validation scores of the final weights. On a shared machine, quote ratios, and run the variants side by side
 (`--side-by-side`: both at once, so the other load weighs on both alike) when memory allows.
 
-    python benchmarks/finetune_lengths.py --before /tmp/main_tree        # MiniLM-MLM at 1,536, batch 4, 1 epoch
-    python benchmarks/finetune_lengths.py --steps 20 --before /tmp/main_tree
-    python benchmarks/finetune_lengths.py --quick                        # tiny model, 24 speeches (smoke run)
+    python -m benchmarks.finetune_lengths --before /tmp/main_tree        # MiniLM-MLM at 1,536, batch 4, 1 epoch
+    python -m benchmarks.finetune_lengths --steps 20 --before /tmp/main_tree
+    python -m benchmarks.finetune_lengths --quick                        # tiny model, 24 speeches (smoke run)
 
 Writes benchmarks/results/finetune_lengths.json (finetune_lengths_quick.json with --quick).
 """
@@ -26,10 +26,9 @@ import tempfile
 
 import numpy as np
 
+from benchmarks.common import ROOT, load_json, machine_stamp, print_table, write_json
+
 HERE = os.path.dirname(os.path.abspath(__file__))
-ROOT = os.path.dirname(HERE)
-sys.path.insert(0, HERE)
-from common import load_json, machine_stamp, print_table, write_json  # noqa: E402
 
 MINILM_MLM = os.path.join(ROOT, "..", "shared", "models", "minilm-mlm", "bert_model.ckpt")   # ../shared/README.md
 

@@ -21,10 +21,10 @@ Implementations:
   hf-torch        transformers' ModernBertModel (attn_implementation='sdpa', its default
                   without flash-attention, the padded path) or LongformerModel on PyTorch (CPU).
 
-    python benchmarks/long_encoders.py                       # ModernBERT-base, 1,024 and 4,096 tokens
-    python benchmarks/long_encoders.py --model longformer --lengths 4096
-    nice python benchmarks/long_encoders.py --memory-limit-gb 10 --mode forward
-    python benchmarks/long_encoders.py --quick               # tiny config, CI smoke run
+    python -m benchmarks.long_encoders                       # ModernBERT-base, 1,024 and 4,096 tokens
+    python -m benchmarks.long_encoders --model longformer --lengths 4096
+    nice python -m benchmarks.long_encoders --memory-limit-gb 10 --mode forward
+    python -m benchmarks.long_encoders --quick               # tiny config, CI smoke run
 
 Writes a table and ``benchmarks/results/long_encoders_<model>_<mode>.json`` (``--out``).
 """
@@ -35,9 +35,9 @@ import resource
 import sys
 import time
 
+from benchmarks.common import GIB, machine_stamp, print_table, rss_bytes, run_watched, write_json
+
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, HERE)
-from common import GIB, machine_stamp, print_table, rss_bytes, run_watched, write_json
 
 MODERNBERT_BASE = {  # config.json of answerdotai/ModernBERT-base (sizes and flags that change the work)
     "model_type": "modernbert", "vocab_size": 50368, "hidden_size": 768, "num_hidden_layers": 22,
@@ -179,7 +179,7 @@ def worker(args):
 
 def measure(args, impl, length):
     """Run the worker in a subprocess, killing it past the memory limit or the time limit."""
-    command = [sys.executable, os.path.abspath(__file__), "--worker", "--impl", impl, "--length", str(length),
+    command = [sys.executable, "-m", "benchmarks.long_encoders", "--worker", "--impl", impl, "--length", str(length),
                "--model", args.model, "--mode", args.mode, "--repeats", str(args.repeats)] + ["--quick"] * args.quick
     return run_watched(command, {"impl": impl, "length": length}, args.memory_limit_gb, args.time_limit,
                        env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"})

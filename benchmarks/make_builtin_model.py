@@ -8,8 +8,8 @@ the vocabulary). An uncased WordPiece vocabulary is trained on the same text (Hu
 training code (AdamW, warmup + linear decay, fixed seeds). Ends with the Google-layout folder
 (bert_config.json, bert_model.ckpt.*, vocab.txt) and its accuracy on the held-out articles.
 
-    python benchmarks/make_builtin_model.py                 # ~31 min on 2 shared CPU cores
-    python benchmarks/make_builtin_model.py --steps 20 --out /tmp/mini   # a smoke run
+    python -m benchmarks.make_builtin_model                 # ~31 min on 2 shared CPU cores
+    python -m benchmarks.make_builtin_model --steps 20 --out /tmp/mini   # a smoke run
 """
 import argparse
 import glob
@@ -17,14 +17,12 @@ import json
 import os
 import struct
 import subprocess
-import sys
 import tempfile
 import time
 import zlib
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
-sys.path.insert(0, ROOT)
 OUT = os.path.join(ROOT, "bert4long", "pretrained", "austen-wiki-mini")
 RDB = "usr/lib/R/site-library/janeaustenr/data/Rdata.rdb"
 SPECIALS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
@@ -164,7 +162,7 @@ with the package. It is a demonstration model: {c['num_hidden_layers']} layers, 
 {c['num_attention_heads']} heads, {c['max_position_embeddings']} trained positions, {c['vocab_size']:,} WordPiece pieces.
 
 ## How it was made
-`python benchmarks/make_builtin_model.py` (fixed seeds; {summary['minutes']:.0f} minutes on 2 shared CPU cores):
+`python -m benchmarks.make_builtin_model` (fixed seeds; {summary['minutes']:.0f} minutes on 2 shared CPU cores):
 - text: Jane Austen's six novels (public domain; the Debian package r-cran-janeaustenr) and 93 of the
   106 English Wikipedia articles in gensim's test data (CC BY-SA), {summary['train_tokens']:,} tokens; the 13
   articles `bert4long.training.corpus.HELD_OUT_ARTICLES` were left out of the vocabulary and the training;

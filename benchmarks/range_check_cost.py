@@ -16,20 +16,18 @@ A MiniLM-shaped model (6 layers, hidden 384, vocab 30,522, random weights) at
 512 tokens, batch 2; ``--quick``: a tiny model at 64 tokens (smoke run). Ratios
 are what to read: the machine may be shared.
 
-    python benchmarks/range_check_cost.py           # writes benchmarks/results/range_check_cost.json
-    python benchmarks/range_check_cost.py --quick   # writes benchmarks/results/range_check_cost_quick.json
+    python -m benchmarks.range_check_cost           # writes benchmarks/results/range_check_cost.json
+    python -m benchmarks.range_check_cost --quick   # writes benchmarks/results/range_check_cost_quick.json
 """
 import argparse
 import functools
 import os
 import statistics
-import sys
 import time
 
+from benchmarks.common import MINILM, machine_stamp, median_time, print_table, write_json
+
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, HERE)
-sys.path.insert(1, os.path.dirname(HERE))
-from common import MINILM, machine_stamp, median_time, print_table, write_json
 
 TINY = {"vocab_size": 1000, "hidden_size": 16, "num_hidden_layers": 2, "num_attention_heads": 2,
         "intermediate_size": 32, "hidden_act": "gelu", "max_position": 64, "segment_vocab_size": 2}

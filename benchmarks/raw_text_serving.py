@@ -15,8 +15,8 @@ Documents/second is batches of 8 over the median time of ``--repeats`` passes
 ``tf.function`` against ``Tokenizer.encode_documents`` (fresh instance), in
 characters/second on the English articles and the Chinese 三国演义 chapters.
 
-    nice python benchmarks/raw_text_serving.py            # 512 and 2,048 tokens (~10 min on 2 cores)
-    python benchmarks/raw_text_serving.py --quick         # tiny random model, short lengths (CI smoke run)
+    nice python -m benchmarks.raw_text_serving            # 512 and 2,048 tokens (~10 min on 2 cores)
+    python -m benchmarks.raw_text_serving --quick         # tiny random model, short lengths (CI smoke run)
 
 Writes benchmarks/results/raw_text_serving.json (raw_text_serving_quick.json with --quick).
 """
@@ -24,14 +24,9 @@ import argparse
 import importlib.util
 import json
 import os
-import sys
 import tempfile
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-ROOT = os.path.dirname(HERE)
-sys.path.insert(0, HERE)
-sys.path.insert(1, ROOT)
-from common import (
+from benchmarks.common import (
     machine_stamp,
     median_time,
     minilm_folder,
@@ -39,6 +34,8 @@ from common import (
     write_json,
     write_tiny_config,
 )
+
+HERE = os.path.dirname(os.path.abspath(__file__))
 
 
 def batches(items, size):

@@ -23,9 +23,9 @@ Implementations:
                   --peer-python pointing at an environment with torch and transformers. It has no way
                   to place more than max_position_embeddings tokens, so it runs at 512 only.
 
-    python benchmarks/speed.py                          # bert4long paths, 512/1024/2048
-    python benchmarks/speed.py --impls bert4long bert4long-best bert4keras hf-torch --peer-python ../peers/bin/python
-    python benchmarks/speed.py --quick                  # tiny smoke run (CI)
+    python -m benchmarks.speed                          # bert4long paths, 512/1024/2048
+    python -m benchmarks.speed --impls bert4long bert4long-best bert4keras hf-torch --peer-python ../peers/bin/python
+    python -m benchmarks.speed --quick                  # tiny smoke run (CI)
 """
 import argparse
 import json
@@ -33,9 +33,9 @@ import os
 import sys
 import tempfile
 
+from benchmarks.common import MINILM, ROOT, machine_stamp, median_time, peak_rss_gb, print_table, run_isolated, write_json
+
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, HERE)
-from common import MINILM, machine_stamp, median_time, peak_rss_gb, print_table, run_isolated, write_json  # noqa: E402
 
 TINY = dict(vocab_size=500, hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64,
             max_position=64)
@@ -191,12 +191,12 @@ def main():
                      "--best-xla", args.best_xla]
             if args.quick:
                 flags.append("--quick")
-            env = {"PYTHONPATH": os.path.dirname(HERE)}
+            env = {"PYTHONPATH": ROOT}   # the peer Python imports this tree
             if impl == "hf-torch" and args.peer_python != sys.executable:
-                row = run_isolated(__file__, ["--one", impl, str(length), *flags], env=env,
+                row = run_isolated("benchmarks.speed", ["--one", impl, str(length), *flags], env=env,
                                    python=args.peer_python)
             else:
-                row = run_isolated(__file__, ["--one", impl, str(length), *flags], env=env)
+                row = run_isolated("benchmarks.speed", ["--one", impl, str(length), *flags], env=env)
             row.setdefault("impl", impl)
             row.setdefault("length", length)
             rows.append(row)

@@ -6,8 +6,8 @@ times in a fresh interpreter (``python -m bert4long_command`` for the command); 
 wall time, the median peak resident memory (the child's ``ru_maxrss``) and the 1-minute load average at the
 start, since on a shared machine the load moves the times.
 
-    python benchmarks/startup.py               # 5 runs a row -> benchmarks/results/startup.json
-    python benchmarks/startup.py --quick       # 1 run a row (CI smoke) -> startup_quick.json
+    python -m benchmarks.startup               # 5 runs a row -> benchmarks/results/startup.json
+    python -m benchmarks.startup --quick       # 1 run a row (CI smoke) -> startup_quick.json
 """
 import argparse
 import os
@@ -16,11 +16,9 @@ import subprocess
 import sys
 import time
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, HERE)
-from common import machine_stamp, print_table, write_json  # noqa: E402
+from benchmarks.common import ROOT, machine_stamp, print_table, write_json
 
-ROOT = os.path.dirname(HERE)
+HERE = os.path.dirname(os.path.abspath(__file__))
 ROWS = {
     "bert4long --help": ["-m", "bert4long_command", "--help"],
     "bert4long pretrain --help": ["-m", "bert4long_command", "pretrain", "--help"],

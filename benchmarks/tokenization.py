@@ -16,33 +16,28 @@ documents, one document per call unless marked "batch":
 
 Exactness is the number of documents whose ids equal the reference's.
 
-    python benchmarks/tokenization.py            # ~4 MB English, ~1.8 MB Chinese
-    python benchmarks/tokenization.py --quick    # smoke run (CI)
-(The issue named this script ``tokenize.py``; that name shadows the standard
-library's ``tokenize`` module for every script in this folder, so it is
-``tokenization.py``.)
+    python -m benchmarks.tokenization            # ~4 MB English, ~1.8 MB Chinese
+    python -m benchmarks.tokenization --quick    # smoke run (CI)
 """
+import argparse
+import bz2
+import html
+import importlib.metadata
+import importlib.util
+import json
 import os
+import platform
+import re
+import subprocess
 import sys
+import tempfile
+import time
+
+import numpy as np
+
+from bert4long.tokenizers import Tokenizer
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-
-import argparse  # noqa: E402
-import bz2  # noqa: E402
-import html  # noqa: E402
-import importlib.metadata  # noqa: E402
-import importlib.util  # noqa: E402
-import json  # noqa: E402
-import platform  # noqa: E402
-import re  # noqa: E402
-import subprocess  # noqa: E402
-import tempfile  # noqa: E402
-import time  # noqa: E402
-
-import numpy as np  # noqa: E402
-
-sys.path.insert(0, os.path.dirname(HERE))
-from bert4long.tokenizers import Tokenizer  # noqa: E402
 
 
 def package_file(package, *parts):

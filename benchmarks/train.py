@@ -5,9 +5,9 @@ random weights, 6 layers, hidden 384, 12 heads, intermediate 1536, vocab 30522,
 gathered MLM head (15% of positions), AdamW, one warm-up step (tracing / XLA compile,
 timed separately), then ``--steps`` timed steps.
 
-    python benchmarks/train.py              # lengths 512/1024/2048, each option toggled alone
-    python benchmarks/train.py --full       # the whole grid: XLA x precision x recompute
-    python benchmarks/train.py --quick      # CI smoke run (length 128, 2 configurations)
+    python -m benchmarks.train              # lengths 512/1024/2048, each option toggled alone
+    python -m benchmarks.train --full       # the whole grid: XLA x precision x recompute
+    python -m benchmarks.train --quick      # CI smoke run (length 128, 2 configurations)
 
 Prints a table and writes benchmarks/results/train.json.
 """

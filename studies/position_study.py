@@ -28,38 +28,29 @@ resumable: each method's weights, optimizer and step are saved under
 continues from there; if that folder is gone, the method trains again from the base
 with the same batches, keeping the curve points the JSON already holds.
 
-    python benchmarks/position_study.py --base-checkpoint ../shared/models/minilm-mlm --stage zeroshot \
-        --long-length 1536                          # writes benchmarks/results/position_study_3x.json
-    python benchmarks/position_study.py --base-checkpoint ../shared/models/minilm-mlm --stage train \
+    python -m studies.position_study --base-checkpoint ../shared/models/minilm-mlm --stage zeroshot \
+        --long-length 1536                          # writes studies/results/position_study_3x.json
+    python -m studies.position_study --base-checkpoint ../shared/models/minilm-mlm --stage train \
         --long-length 1536 --turn-steps 100         # 4 methods x 1,000 steps, interleaved, resumable
-    python benchmarks/position_study.py --stage all # make a base from MiniLM first (the earlier study)
-    python benchmarks/position_study.py --quick     # tiny random model, 64 tokens (CI smoke run)
+    python -m studies.position_study --stage all # make a base from MiniLM first (the earlier study)
+    python -m studies.position_study --quick     # tiny random model, 64 tokens (CI smoke run)
 
-Writes benchmarks/results/position_study_<long/base>x.json (position_study_quick.json with --quick).
+Writes studies/results/position_study_<long/base>x.json (position_study_quick.json with --quick).
 """
 import argparse
 import functools
 import json
 import os
-import sys
 import tempfile
 import time
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-ROOT = os.path.dirname(HERE)
-sys.path.insert(0, HERE)
-sys.path.insert(0, ROOT)
-from common import (
-    load_json,
-    machine_stamp,
-    minilm_folder,
-    minilm_tokenizer,
-    write_json,
-    write_tiny_config,
-)
+from benchmarks.common import ROOT, load_json, machine_stamp, minilm_folder, write_json, write_tiny_config
 
 # The 13 held-out articles: the split --split-seed 0 makes at 1,024 tokens with 24 evaluation windows.
-from bert4long.training.corpus import HELD_OUT_ARTICLES  # noqa: E402
+from bert4long.training.corpus import HELD_OUT_ARTICLES
+from studies.common import minilm_tokenizer
+
+HERE = os.path.dirname(os.path.abspath(__file__))
 
 HEAD_LAYERS = ("MLM-Dense", "MLM-Norm", "MLM-Bias")
 
@@ -364,6 +355,52 @@ def train_settings(args, method):
             "batch": args.batch, "seq_len": args.long_length, "data_seed": 3, "base": args.base_checkpoint}
 
 
+def training_entry(args, results, method, settings):
+    """``results["training"][method]``, with this run's ``settings``; a curve made with other settings is refused."""
+    run = results.setdefault("training", {}).setdefault(method, {})
+    WRITTEN_HERE.add(("training", method))
+    if run.get("curve") and any(run.get(k) != settings[k] for k in ("steps", "eval_every", "lr", "batch", "seq_len")):
+        raise ValueError(f"training[{method!r}] in {args.out} ran with other settings "
+                         f"({ {k: run.get(k) for k in ('steps', 'eval_every', 'lr', 'batch', 'seq_len')} }): "
+                         "pass the same --train-steps/--eval-every/--train-lr/--batch, or use another --out.")
+    run.update({k: v for k, v in settings.items() if k not in ("method", "base")})
+    if method == MATERIALIZED_COPY:
+        run["starts_from"] = materialize_command(args, args.long_length)
+    run.setdefault("curve", [])
+    run.setdefault("segments", [])
+    return run
+
+
+def zero_shot_point(results, method):
+    """Step 0 of ``method``'s curve from its zero-shot row (the untrained model), or None when there is none."""
+    zero = results.get("zero_shot", {}).get(method)
+    if not zero:
+        return None
+    point = {"step": 0, "train_loss": None, **{k: v for k, v in zero.items() if k != "seconds"}}
+    split = results["zero_shot"].get("split")
+    if reads_split(method) and split:  # before training, its windows are the base's windows
+        point["split"] = {k: v for k, v in split.items() if k != "seconds"}
+    return point
+
+
+def restored_model(args, method, settings):
+    """``method``'s model compiled for continued MLM, its saved state restored: ``(model, checkpoint, state, step)``
+    (step 0 and the base's weights when no state is saved)."""
+    import tensorflow as tf
+
+    from bert4long.training import RunDirectory, compile_mlm, make_optimizer
+
+    model, _ = build(args, args.base_checkpoint, method, args.long_length)
+    for layer in model.layers:
+        layer.trainable = True
+    compile_mlm(model, make_optimizer(args.train_lr, args.train_steps), jit_compile=args.xla)
+    model.run_eagerly = args.quick
+    model.optimizer.build(model.trainable_variables)
+    checkpoint = tf.train.Checkpoint(model=model, optimizer=model.optimizer)
+    state = RunDirectory(state_folder(args, method), settings, keep=1)
+    return model, checkpoint, state, state.restore(checkpoint)
+
+
 def train_turn(args, data, masker, sequences, results, method, turn_steps):
     """Advance ``method``'s continued MLM by up to ``turn_steps`` steps, resuming its saved state.
 
@@ -374,37 +411,12 @@ def train_turn(args, data, masker, sequences, results, method, turn_steps):
     JSON (the run folder did not survive), the steps are trained again from the base
     with the same batches and the curve's points are kept, not evaluated again.
     """
-    import tensorflow as tf
+    from bert4long.training import mlm_batches
 
-    from bert4long.training import (
-        RunDirectory,
-        compile_mlm,
-        make_optimizer,
-        mlm_batches,
-    )
-
-    run = results.setdefault("training", {}).setdefault(method, {})
-    WRITTEN_HERE.add(("training", method))
     settings = train_settings(args, method)
-    if run.get("curve") and any(run.get(k) != settings[k] for k in ("steps", "eval_every", "lr", "batch", "seq_len")):
-        raise ValueError(f"training[{method!r}] in {args.out} ran with other settings "
-                         f"({ {k: run.get(k) for k in ('steps', 'eval_every', 'lr', 'batch', 'seq_len')} }): "
-                         "pass the same --train-steps/--eval-every/--train-lr/--batch, or use another --out.")
-    run.update({k: v for k, v in settings.items() if k not in ("method", "base")})
-    if method == MATERIALIZED_COPY:
-        run["starts_from"] = materialize_command(args, args.long_length)
-    run.setdefault("curve", [])
-    run.setdefault("segments", [])
+    run = training_entry(args, results, method, settings)
     begin = time.perf_counter()
-    model, _ = build(args, args.base_checkpoint, method, args.long_length)
-    for layer in model.layers:
-        layer.trainable = True
-    compile_mlm(model, make_optimizer(args.train_lr, args.train_steps), jit_compile=args.xla)
-    model.run_eagerly = args.quick
-    model.optimizer.build(model.trainable_variables)
-    checkpoint = tf.train.Checkpoint(model=model, optimizer=model.optimizer)
-    state = RunDirectory(state_folder(args, method), settings, keep=1)
-    step = state.restore(checkpoint)
+    model, checkpoint, state, step = restored_model(args, method, settings)
     run["state_dir"] = os.path.relpath(state.out_dir, ROOT)
     evaluated = {point["step"] for point in run["curve"]}
 
@@ -429,12 +441,8 @@ def train_turn(args, data, masker, sequences, results, method, turn_steps):
 
     begin_interval = [begin]
     if step == 0 and 0 not in evaluated:
-        zero = results.get("zero_shot", {}).get(method)
-        if zero:
-            point = {"step": 0, "train_loss": None, **{k: v for k, v in zero.items() if k != "seconds"}}
-            split = results["zero_shot"].get("split")
-            if reads_split(method) and split:  # before training, its windows are the base's windows
-                point["split"] = {k: v for k, v in split.items() if k != "seconds"}
+        point = zero_shot_point(results, method)
+        if point:
             run["curve"].insert(0, point)
             evaluated.add(0)
         else:
@@ -513,7 +521,7 @@ def stage_export(args, data, tokenizer, results):
         print(f"export: {method} at step {step} -> {folder}", flush=True)
 
 
-def main(argv=None):
+def argument_parser():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--stage", choices=["base", "zeroshot", "train", "export", "all"], default="all",
                         help="all: base, zeroshot and train; export: write the finished --train-methods models")
@@ -561,8 +569,14 @@ def main(argv=None):
     parser.add_argument("--out", default=None)
     parser.add_argument("--run-dir", default=None, help="base and training states (default runs/position_study)")
     parser.add_argument("--export-dir", default=None, help="--stage export: where (default --run-dir/exported)")
+    return parser
+
+
+def parse_args(argv=None):
+    """The command line, with --quick's tiny sizes (except what it sets), the model and every path resolved; and
+    whether the results already in --out are kept."""
+    parser = argument_parser()
     args = parser.parse_args(argv)
-    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
     keep_results = not args.quick or args.run_dir is not None  # a --quick run resumes only in a given --run-dir
     if args.quick:  # tiny sizes, except what the command line sets
         quick = {"base_length": 32, "long_length": 64, "batch": 2, "eval_batch": 2, "eval_sequences": 2,
@@ -590,7 +604,12 @@ def main(argv=None):
     args.base_checkpoint = os.path.join(args.ready_base or os.path.join(args.run_dir, "base"), "bert_model.ckpt")
     for name in args.train_methods + args.attention_methods:
         parse_method(name, args.long_length)
+    return args, keep_results
 
+
+def main(argv=None):
+    args, keep_results = parse_args(argv)
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
     tokenizer = minilm_tokenizer()
     data = prepare_data(tokenizer, args)
     results = load_json(args.out, {}) if keep_results else {}

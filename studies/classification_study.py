@@ -28,32 +28,31 @@ Strategies (the document's content tokens, [CLS] ... [SEP] around each sequence)
   NAME-LENGTH           another Google-layout checkpoint folder (``--folder NAME-LENGTH=FOLDER``), the first
                         LENGTH - 2 tokens: e.g. the study's masked-LM base (``minilm-mlm-512=../shared/models/
                         minilm-mlm``) and its models after continued MLM (``hierarchical-0.4-continued-1536=FOLDER``,
-                        written by ``position_study.py --stage export``). A config that records a position extension
-                        restores it; one that records none is extended hierarchically (alpha 0.4) past its positions
+                        written by ``python -m studies.position_study --stage export``). A config that records a
+                        position extension restores it; one that records none is extended hierarchically (alpha 0.4)
+                        past its positions
 
-    python benchmarks/classification_study.py
-    python benchmarks/classification_study.py --strategies head-512 hierarchical-1024
-    python benchmarks/classification_study.py --quick      # 12 documents, tiny random model (CI smoke run)
+    python -m studies.classification_study
+    python -m studies.classification_study --strategies head-512 hierarchical-1024
+    python -m studies.classification_study --quick      # 12 documents, tiny random model (CI smoke run)
 
-Writes benchmarks/results/classification_study.json (…_quick.json with --quick).
+Writes studies/results/classification_study.json (…_quick.json with --quick).
 """
 import argparse
 import csv
 import functools
 import importlib.util
 import os
-import sys
 import tempfile
 import time
 
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")  # tiny solves: threaded BLAS only spins on a busy machine
 import numpy as np  # noqa: E402
 
+from benchmarks.common import ROOT, load_json, machine_stamp, minilm_folder, write_json, write_tiny_config  # noqa: E402
+from studies.common import minilm_tokenizer  # noqa: E402
+
 HERE = os.path.dirname(os.path.abspath(__file__))
-ROOT = os.path.dirname(HERE)
-sys.path.insert(0, HERE)
-sys.path.insert(0, ROOT)
-from common import load_json, machine_stamp, minilm_folder, minilm_tokenizer, write_json, write_tiny_config  # noqa: E402
 
 STRATEGIES = ("head-512", "head+tail-512", "chunks-512", "hierarchical-1024", "hierarchical-2048",
               "recurrence-2048", "sliding-2048", "tfidf-512", "tfidf-whole", "tfidf-words-whole")
@@ -278,7 +277,8 @@ def cross_validate(fit_predict, y, long_mask, folds, repeats):
             for stat, fn in (("mean", np.mean), ("std", np.std))} | {"per_repeat": scores}
 
 
-def main(argv=None):
+def parse_args(argv=None):
+    """The command line, its --folder rows checked (``args.folders``: row name -> checkpoint folder)."""
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--strategies", nargs="*", default=list(STRATEGIES), choices=STRATEGIES,
                         help="the built-in rows to run (none: only --folder rows)")
@@ -296,7 +296,6 @@ def main(argv=None):
     parser.add_argument("--out", default=None)
     parser.add_argument("--cache-dir", default=os.path.join(ROOT, "runs", "classification_study"))
     args = parser.parse_args(argv)
-    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
     malformed = [spec for spec in args.folder if "=" not in spec]
     if malformed:
         raise ValueError(f"--folder {malformed[0]}: write NAME-LENGTH=FOLDER, e.g. minilm-mlm-512=../shared/models/minilm-mlm")
@@ -308,6 +307,12 @@ def main(argv=None):
         if not os.path.exists(os.path.join(folder, "bert_config.json")):
             raise FileNotFoundError(f"--folder {name}={folder}: no bert_config.json there; give a Google-layout "
                                     "checkpoint folder (bert_config.json, bert_model.ckpt.*)")
+    return args
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
     texts, parties = load_speeches()
     args.scale = 1
     if args.quick:  # 12 speeches, tiny random model, every length / 16

@@ -14,7 +14,7 @@ over the whole speech (`classification_study.WORD_TFIDF`, fixed in advance): wha
 Models (``NAME=CHECKPOINT[,SEQ_LEN[,FLAG ...]]``; defaults below):
   512           MiniLM-MLM (../shared/models/minilm-mlm), the first 510 tokens (head truncation)
   1536-base     the same checkpoint, hierarchical positions (alpha 0.4), the first 1,534 tokens
-  1536-continued-0.4  position_study.py's hierarchical-0.4 model after its 1,000 steps of continued MLM at 1,536
+  1536-continued-0.4  studies.position_study's hierarchical-0.4 model after its 1,000 steps of continued MLM at 1,536
                 (a checkpoint written from that run's final state): pass it with --model
   512-continued-0.4  that checkpoint at 512 tokens: the control that separates reading 1,536 tokens from the
                 extra MLM steps (the report compares a long model with the 512 model of its checkpoint)
@@ -22,11 +22,11 @@ Models (``NAME=CHECKPOINT[,SEQ_LEN[,FLAG ...]]``; defaults below):
 Runs already in the JSON are skipped, and a run stopped midway resumes from its last checkpoint (every
 --save-every steps) in its folder under --work (outside the tree), so a study can be split over several sessions.
 
-    python benchmarks/finetune_study.py --work /work/finetune_study
-    python benchmarks/finetune_study.py --model "1536-continued-0.4=/path/bert_model.ckpt,1536" --seeds 0 1 2
-    python benchmarks/finetune_study.py --quick     # tiny random model, 24 speeches, 2 seeds (smoke run)
+    python -m studies.finetune_study --work /work/finetune_study
+    python -m studies.finetune_study --model "1536-continued-0.4=/path/bert_model.ckpt,1536" --seeds 0 1 2
+    python -m studies.finetune_study --quick     # tiny random model, 24 speeches, 2 seeds (smoke run)
 
-Writes benchmarks/results/finetune_study.json (finetune_study_quick.json with --quick).
+Writes studies/results/finetune_study.json (finetune_study_quick.json with --quick).
 """
 import argparse
 import contextlib
@@ -35,16 +35,14 @@ import json
 import os
 import shutil
 import subprocess
-import sys
 import tempfile
 
 import numpy as np
 
+from benchmarks.common import ROOT, load_json, machine_stamp, print_table, write_json
+from benchmarks.finetune_lengths import MINILM_MLM, peak_rss_gb, speeches, split, timed_finetune
+
 HERE = os.path.dirname(os.path.abspath(__file__))
-ROOT = os.path.dirname(HERE)
-sys.path.insert(0, HERE)
-from common import load_json, machine_stamp, print_table, write_json  # noqa: E402
-from finetune_lengths import MINILM_MLM, peak_rss_gb, speeches, split, timed_finetune  # noqa: E402
 
 DEFAULT_MODELS = [f"512={MINILM_MLM},512", f"1536-base={MINILM_MLM},1536,--hierarchical-position"]
 
@@ -122,10 +120,9 @@ def tfidf_baselines(data, n_train, checkpoint):
     C chosen by an inner cross-validation on the training speeches) over the first 510 WordPiece pieces of each
     speech and over the whole speech (the pieces of ``checkpoint``'s tokenizer), and the word-level recipe over the
     whole text, with the label each gives each validation speech."""
-    from classification_study import tfidf_logistic, tfidf_words_logistic
-
     from bert4long.tokenizers import load_tokenizer
     from bert4long.training.metrics import classification_scores
+    from studies.classification_study import tfidf_logistic, tfidf_words_logistic
 
     rows = []
     for part in data:
@@ -178,7 +175,7 @@ def main(argv=None):
     parser.add_argument("--work", help="run folders (default: a new temporary folder)")
     parser.add_argument("--save-every", type=int, default=33, help="steps between resumable checkpoints")
     parser.add_argument("--quick", action="store_true", help="tiny random model, 24 speeches, 2 seeds of 1 epoch")
-    parser.add_argument("--out", help="JSON path (default benchmarks/results/finetune_study[_quick].json)")
+    parser.add_argument("--out", help="JSON path (default studies/results/finetune_study[_quick].json)")
     args = parser.parse_args(argv)
     work = args.work or tempfile.mkdtemp(prefix="finetune_study-")
     os.makedirs(work, exist_ok=True)
@@ -200,7 +197,7 @@ def main(argv=None):
     def write():   # (the command: every model in the file written out, whichever runs this process added)
         specs = {r["model"]: ",".join([f"{r['model']}={r['checkpoint']}", str(r["seq_len"]), *r["flags"]]) for r in runs}
         seeds = sorted({r["seed"] for r in runs})
-        command = " ".join(["python benchmarks/finetune_study.py", *(f'--model "{s}"' for s in specs.values()),
+        command = " ".join(["python -m studies.finetune_study", *(f'--model "{s}"' for s in specs.values()),
                             "--seeds", *map(str, seeds), "--epochs", str(args.epochs), "--learning-rate",
                             str(args.learning_rate), "--batch-size", str(args.batch_size),
                             *(["--work", args.work] if args.work else []), "--out", path])
