@@ -2,12 +2,15 @@
 
 Keras casts the values given for an integer input to int32, so a float id 5.7 would be read as 5:
 `CheckedModel.call` asserts first that such values are whole numbers (`whole_number_checks`, an
-``InvalidArgumentError`` eagerly, in `tf.function` and in ``fit``), and `check_inputs` refuses them on
-the host before a jit-compiled step, where XLA drops assertions.
+``InvalidArgumentError`` on TensorFlow eagerly, in `tf.function` and in ``fit``; a ``ValueError`` on JAX
+and PyTorch when the values are concrete), and `check_inputs` refuses them on the host before a compiled
+step, where XLA drops assertions.
 
 The embedding, position and gather layers assert their ids
 (`bert4long.layers.range_checks`), which is an error eagerly, in `tf.function`
-and in a SavedModel. XLA drops assertions, so with ``jit_compile=True``
+and in a SavedModel on TensorFlow, and on JAX and PyTorch wherever the ids are concrete
+(`bert4long.ops.checks`). A compiled step has no such check: XLA drops assertions, and inside ``jax.jit``
+there are no values to check, so with ``jit_compile=True`` (JAX's default)
 ``fit``/``evaluate``/``predict`` (and the ``*_on_batch`` methods) would clamp a
 bad id silently. `CheckedModel` overrides the public ``make_train_function``,
 ``make_test_function`` and ``make_predict_function``: when the step is
@@ -39,7 +42,9 @@ import itertools
 
 import keras
 import numpy as np
-import tensorflow as tf
+from keras import ops
+
+from bert4long.ops.checks import checked
 
 FIXES = {
     "Input-Token": "token ids must come from this model's vocabulary (vocab_size {limit}): use the checkpoint's own "
@@ -95,36 +100,44 @@ def _first_outside(values, limit):
     return int(values[index]), where
 
 
-def whole_number_checks(model, x):
-    """Assertions that the floating-point values ``x`` gives for ``model``'s integer inputs are whole numbers.
+def whole_numbers_checked(model, x):
+    """``x`` with the floating-point values it gives for ``model``'s integer inputs asserted to be whole numbers.
 
-    Keras casts them to the inputs' int32, which would read 5.7 as 5; the assertions raise
-    ``InvalidArgumentError`` instead, eagerly, in `tf.function` and in a non-XLA ``fit`` (XLA drops them:
-    `check_inputs` covers the compiled step). Integer inputs get none, so they cost nothing.
+    Keras casts them to the inputs' int32, which would read 5.7 as 5; the assertions
+    (`bert4long.ops.checks.checked`) raise ``InvalidArgumentError`` on TensorFlow instead, eagerly, in
+    `tf.function` and in a non-XLA ``fit``, and ``ValueError`` on JAX and PyTorch for concrete values (a
+    compiled step drops them: `check_inputs` covers it). Integer inputs are returned as they are.
     """
     integer = {tensor.name for tensor in model.inputs if "int" in keras.backend.standardize_dtype(tensor.dtype)}
-    checks = []
-    for name, value in named_inputs(model, x):
+
+    def whole(name, value):
         if name not in integer or value is None:
-            continue
+            return value
         value = value if hasattr(value, "dtype") else np.asarray(value)
-        if keras.backend.is_float_dtype(keras.backend.standardize_dtype(value.dtype)):
-            value = tf.convert_to_tensor(value)
-            checks.append(tf.debugging.assert_equal(
-                value, tf.round(value), message=f"Input {name!r} holds a value that is not a whole number: {WHOLE_IDS}"))
-    return checks
+        if not keras.backend.is_float_dtype(keras.backend.standardize_dtype(value.dtype)):
+            return value
+        value = ops.convert_to_tensor(value)
+        return checked(value, ops.all(ops.equal(value, ops.round(value))),
+                       f"Input {name!r} holds a value that is not a whole number: {WHOLE_IDS}")
+
+    names = [tensor.name for tensor in model.inputs]
+    if isinstance(x, dict):
+        return {name: whole(name, value) for name, value in x.items()}
+    if isinstance(x, (list, tuple)):
+        return type(x)(whole(name, value) for name, value in zip(names, x)) if len(x) == len(names) else x
+    return whole(names[0], x) if len(names) == 1 else x
 
 
 def check_inputs(model, x, limits=None):
     """Raise ``ValueError`` if batch ``x`` holds an id ``model`` cannot embed or a sequence it cannot place.
 
-    ``x`` may hold `tf.distribute` per-replica values. Costs one numpy min and max
+    ``x`` may hold `tf.distribute` per-replica values (TensorFlow). Costs one numpy min and max
     per input, on the host (a device-resident batch is copied there first).
     """
     limits, max_length = limits or input_limits(model)
-    strategy = model.distribute_strategy
+    strategy = getattr(model, "distribute_strategy", None)  # TensorFlow's only
     named = [(name, np.asarray(local)) for name, value in named_inputs(model, x)
-             for local in strategy.experimental_local_results(value) if local is not None]
+             for local in (strategy.experimental_local_results(value) if strategy else [value]) if local is not None]
     if not named:
         return
     token = next((t for n, t in named if n == "Input-Token"), named[0][1])
@@ -172,18 +185,24 @@ class CheckedModel(keras.Model):
     jit-compiled step (see the module docstring)."""
 
     def call(self, inputs, training=None, mask=None, **kwargs):
-        with tf.control_dependencies(whole_number_checks(self, inputs)):
-            return super().call(inputs, training=training, mask=mask, **kwargs)
+        return super().call(whole_numbers_checked(self, inputs), training=training, mask=mask, **kwargs)
 
     def _checked_step(self, function):
+        """``function`` (Keras's step: ``(data)`` on TensorFlow and PyTorch, ``(state, data)`` on JAX), with the
+        batches of ``data`` checked on the host first."""
         limits = input_limits(self)
 
-        def checked(iterator):
-            batches = _CheckedBatches(self, iterator, limits)
+        def checked_step(*args):
+            *state, data = args
+            if isinstance(data, list):  # the batches of one call, as TensorFlow's predict and PyTorch pass them
+                for batch in data:
+                    check_inputs(self, keras.utils.unpack_x_y_sample_weight(batch)[0], limits)
+                return function(*state, data)
+            batches = _CheckedBatches(self, data, limits)
             first = next(batches)  # StopIteration / OutOfRangeError end the epoch, as in Keras's own function
-            return function(itertools.chain([first], batches))
+            return function(*state, itertools.chain([first], batches))
 
-        return checked
+        return checked_step
 
     def make_train_function(self, force=False):
         if self.train_function is not None and not force:
@@ -206,12 +225,5 @@ class CheckedModel(keras.Model):
             return self.predict_function
         super().make_predict_function(force)
         if self.jit_compile:
-            predict, limits = self.predict_function, input_limits(self)
-
-            def checked(data):
-                for batch in data:
-                    check_inputs(self, keras.utils.unpack_x_y_sample_weight(batch)[0], limits)
-                return predict(data)
-
-            self.predict_function = checked
+            self.predict_function = self._checked_step(self.predict_function)
         return self.predict_function

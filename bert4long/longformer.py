@@ -5,7 +5,6 @@ tokens, half on each side) plus global tokens with their own projections; see
 `bert4long.attention.longformer.LongformerAttention` and docs/long_encoders.md.
 """
 import keras
-import tensorflow as tf
 from keras import ops
 
 from bert4long.config_keys import CONFIG_KEYS
@@ -17,6 +16,7 @@ from bert4long.hf_folder import (
 )
 from bert4long.layers import Add, MultiHeadAttention
 from bert4long.models import BERT
+from bert4long.ops.checks import checked
 
 # RoBERTa's table (positions after pad_token_id) and its own attention: no position extension.
 LONGFORMER_FAMILY = Family(
@@ -52,14 +52,12 @@ class RobertaPositionIds(keras.layers.Layer):
         length = token_ids.shape[1] if token_ids.shape[1] is not None else ops.shape(token_ids)[1]
         message = (f"Sequence of {{}} tokens is longer than the {self.max_length} positions this model was trained "
                    "with: split the document into chunks (or read it with bert4long.recurrence), or truncate it.")
-        checks = []
         if self.max_length is not None and isinstance(length, int) and length > self.max_length:
             raise ValueError(message.format(length))
         if self.max_length is not None and not isinstance(length, int):
-            checks.append(tf.debugging.assert_less_equal(length, self.max_length, message=message.format("this")))
-        with tf.control_dependencies(checks):
-            real = ops.cast(ops.not_equal(token_ids, self.pad_token_id), "int32")
-            return ops.cumsum(real, axis=1) * real + self.pad_token_id
+            token_ids = checked(token_ids, ops.less_equal(length, self.max_length), message.format("this"))
+        real = ops.cast(ops.not_equal(token_ids, self.pad_token_id), "int32")
+        return ops.cumsum(real, axis=1) * real + self.pad_token_id
 
     def compute_output_spec(self, token_ids):
         return keras.KerasTensor(token_ids.shape, dtype="int32")

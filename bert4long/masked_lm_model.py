@@ -13,8 +13,10 @@ the compiled loss object itself applied to the gathered rows and rescaled to the
 full-tensor reduction, so loss values, gradients and weighted metrics are those of
 the plain step (tested to float32 rounding). The step falls back to Keras's own
 when anything else is asked of it: another loss, ``loss_weights``, unweighted
-``metrics`` (they would see every position), no sample weight, or XLA
-(``jit_compile=True``: the number of gathered rows is not static).
+``metrics`` (they would see every position), no sample weight, XLA
+(``jit_compile=True``: the number of gathered rows is not static), or a backend other than
+TensorFlow (JAX compiles every step; on PyTorch the gathered step is not written yet), where
+the loss and gradients are the same and the head runs at every position.
 Set ``model.head_on_weighted_positions = False`` to always take Keras's step.
 
     >>> from bert4long.models import build_transformer_model
@@ -27,7 +29,6 @@ import inspect
 from types import SimpleNamespace
 
 import keras
-import tensorflow as tf
 
 from bert4long.checked_model import CheckedModel
 
@@ -69,10 +70,12 @@ class MaskedLMModel(CheckedModel):
         """The loss object to run on gathered rows, or None where Keras's own step must run."""
         if not self.head_on_weighted_positions or self.jit_compile or sample_weight is None or y is None:
             return None
+        if keras.backend.backend() != "tensorflow":
+            return None
         compiled = self._split().compiled_with
         if compiled.get("loss_weights") is not None or compiled.get("metrics"):
             return None
-        if len(self.outputs) != 1 or tf.nest.is_nested(y) or len(y.shape) != 2 or len(sample_weight.shape) != 2:
+        if len(self.outputs) != 1 or keras.tree.is_nested(y) or len(y.shape) != 2 or len(sample_weight.shape) != 2:
             return None
         loss = compiled.get("loss")
         if loss in ("sparse_categorical_crossentropy", keras.losses.sparse_categorical_crossentropy):
@@ -83,6 +86,8 @@ class MaskedLMModel(CheckedModel):
 
     def _weighted_forward(self, x, y, sample_weight, loss_fn, training):
         """Encoder on every position, head on the weighted ones: (loss, gathered y, y_pred, weights)."""
+        import tensorflow as tf  # the gathered step is TensorFlow's (`weighted_loss`)
+
         parts = self._split()
         where = tf.where(tf.not_equal(sample_weight, 0))
         hidden = parts.encoder(x, training=training)
@@ -99,15 +104,20 @@ class MaskedLMModel(CheckedModel):
 
     def _track_loss(self, loss, x):
         """Keras's loss tracker, fed as its own step feeds it (per-replica loss scaled back up)."""
+        import tensorflow as tf
+
         replicas = tf.distribute.get_strategy().num_replicas_in_sync
         batch = tf.shape(tf.nest.flatten(x)[0])[0]
         self._loss_tracker.update_state(loss * tf.cast(replicas, loss.dtype), sample_weight=batch)
 
-    def train_step(self, data):
-        x, y, sample_weight = keras.utils.unpack_x_y_sample_weight(data)
+    def train_step(self, *args):
+        """``(data)``, or ``(state, data)`` on JAX, as Keras's own step."""
+        x, y, sample_weight = keras.utils.unpack_x_y_sample_weight(args[-1])
         loss_fn = self.weighted_loss(y, sample_weight)
         if loss_fn is None:
-            return super().train_step(data)
+            return super().train_step(*args)
+        import tensorflow as tf
+
         with tf.GradientTape() as tape:
             loss, y_rows, y_pred, weights = self._weighted_forward(x, y, sample_weight, loss_fn, training=True)
             self._track_loss(loss, x)
@@ -116,11 +126,12 @@ class MaskedLMModel(CheckedModel):
         self.optimizer.apply_gradients(zip(tape.gradient(scaled, variables), variables))
         return self.compute_metrics(x, y_rows, y_pred, sample_weight=weights)
 
-    def test_step(self, data):
-        x, y, sample_weight = keras.utils.unpack_x_y_sample_weight(data)
+    def test_step(self, *args):
+        """``(data)``, or ``(state, data)`` on JAX, as Keras's own step."""
+        x, y, sample_weight = keras.utils.unpack_x_y_sample_weight(args[-1])
         loss_fn = self.weighted_loss(y, sample_weight)
         if loss_fn is None:
-            return super().test_step(data)
+            return super().test_step(*args)
         loss, y_rows, y_pred, weights = self._weighted_forward(x, y, sample_weight, loss_fn, training=False)
         self._track_loss(loss, x)
         return self.compute_metrics(x, y_rows, y_pred, sample_weight=weights)

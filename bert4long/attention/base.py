@@ -27,11 +27,10 @@ import math
 from typing import NamedTuple
 
 import keras
-import tensorflow as tf
 from keras import ops
 
 from bert4long.kernel_names import BUILT_IN_KERNELS, KERNEL_CLASSES, built_in_name
-from bert4long.ops.dropout import SeededDropout, recompute
+from bert4long.ops.dropout import SeededDropout, recompute, recording_eagerly
 
 MASKED_SCORE = -1e12  # bert4keras's -K.infinity(): exp() underflows to exactly 0.
 
@@ -205,7 +204,8 @@ class AttentionKernel(keras.layers.Layer):
     values)`` to `attend`: the global queries of the tokens at those slots
     ``[batch, slots, heads, head_dim]``, the global keys and values of every token.
 
-    In eager mode (a plain `tf.GradientTape`, ``fit(run_eagerly=True)``) `attend`
+    Where a tape records eagerly (TensorFlow's `tf.GradientTape` outside `tf.function`,
+    ``fit(run_eagerly=True)``, PyTorch's autograd; `bert4long.ops.dropout.recording_eagerly`) `attend`
     runs under `bert4long.ops.dropout.recompute`: a `GradientTape` keeps the
     inputs of every recorded operation, several ``[heads, L, window]`` tensors per
     layer that a `tf.function` would have freed, so the kernel keeps only its
@@ -319,7 +319,7 @@ class AttentionKernel(keras.layers.Layer):
                 "or attention='chunked'."
             )
         extra = {} if global_qkv is None else {"global_qkv": tuple(global_qkv)}
-        if not (self.recompute_eagerly and tf.executing_eagerly()):
+        if not (self.recompute_eagerly and recording_eagerly()):
             return self.attend(q, k, v, key_mask=key_mask, bias=bias, hidden=hidden, training=training, **extra)
         optional_tensors = (bias, hidden, *extra.get("global_qkv", ()))
         tensors = [t for t in (q, k, v, *optional_tensors) if t is not None]

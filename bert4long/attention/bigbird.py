@@ -1,4 +1,5 @@
 """BigBird (ITC) block-sparse attention: window, global and random key blocks."""
+import numpy as np
 from keras import ops
 
 from bert4long.attention.base import AttentionKernel, register_attention_kernel
@@ -19,18 +20,22 @@ def random_blocks(seed, num_blocks, num_random, num_global, half_window):
 
     Block ``j`` gets an integer hash of ``(seed, i, j)`` and the ``num_random``
     blocks with the smallest hashes are taken, window and global blocks sorting
-    last, so a pattern is reproducible from the layer config for any length
-    (computed in-graph from the dynamic number of blocks).
+    last, so a pattern is reproducible from the layer config for any length.
+    The hash needs 64-bit integers, which JAX lacks by default: a block count known
+    when the call is traced (every call on JAX and PyTorch, and on TensorFlow unless the
+    length is dynamic) is hashed with NumPy, a dynamic one in-graph; the numbers are the same.
     """
-    rows = ops.arange(num_blocks, dtype="int64")[:, None]
-    cols = ops.arange(num_blocks, dtype="int64")[None, :]
+    xp = np if isinstance(num_blocks, int) else ops
+    cast = (lambda x, dtype: np.asarray(x).astype(dtype)) if xp is np else ops.cast
+    rows = xp.arange(num_blocks, dtype="int64")[:, None]
+    cols = xp.arange(num_blocks, dtype="int64")[None, :]
     h = (rows * 1000003 + cols * 7919 + (seed or 0) * 104729 + 12345) % _PRIME
     for _ in range(3):
         h = (h * h + 2654435761) % _PRIME
-    excluded = ops.logical_or(cols < num_global, ops.abs(rows - cols) <= half_window)
-    key = (ops.cast(excluded, "int64") * _PRIME + h) * ops.cast(num_blocks, "int64") + cols
-    order = ops.argsort(ops.cast(key, "float64"), axis=-1)
-    return ops.take(order, ops.arange(num_random) % num_blocks, axis=1)  # repeats when too few blocks
+    excluded = xp.where(xp.logical_or(cols < num_global, xp.abs(rows - cols) <= half_window), _PRIME, 0)
+    key = (cast(excluded, "int64") + h) * cast(num_blocks, "int64") + cols
+    order = xp.argsort(cast(key, "float64"), axis=-1)
+    return xp.take(order, xp.arange(num_random) % num_blocks, axis=1)  # repeats when too few blocks
 
 
 @register_attention_kernel()

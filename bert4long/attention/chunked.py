@@ -2,11 +2,11 @@
 import math
 
 import keras
-import tensorflow as tf
 from keras import ops
 
 from bert4long.attention.base import AttentionKernel, mask_scores, register_attention_kernel
 from bert4long.attention.blocks import check_positive_int, pad_to_multiple, to_blocks
+from bert4long.ops.dropout import stateless_uniform
 
 
 @register_attention_kernel()
@@ -15,7 +15,7 @@ class ChunkedAttention(AttentionKernel):
 
     Keys are visited one block at a time with a running (online) softmax, as in
     FlashAttention: the forward pass keeps only the output and the row
-    log-sum-exp, and the backward pass (a `tf.custom_gradient`) recomputes each
+    log-sum-exp, and the backward pass (a `keras.ops.custom_gradient`) recomputes each
     ``[length, block_size]`` score block instead of storing the ``[length, length]``
     matrix. Results equal ``'full'`` to float32 rounding, outputs and gradients.
     Supports ``causal``, the key padding mask, a dense additive ``bias``
@@ -59,7 +59,7 @@ class ChunkedAttention(AttentionKernel):
 
     # `Recompute`'s pinning protocol (see bert4long.ops.dropout): both passes use one per-call seed.
     def random_state(self):
-        return tf.identity(self.seed_generator.state.value)
+        return ops.copy(self.seed_generator.state.value)
 
     def pin_random_state(self, state):
         self._pinned_state = state
@@ -115,30 +115,32 @@ class _BlockRule:
 
     def dropout_mask(self, j, like):
         """Inverted-dropout multipliers for block ``j``, regenerated identically in backward."""
-        noise = tf.random.stateless_uniform(ops.shape(like), seed=ops.cast(self.seed, "int32") + ops.stack([0, j]))
+        noise = stateless_uniform(ops.shape(like), ops.cast(self.seed, "int32") + ops.stack([0, ops.cast(j, "int32")]))
         return ops.cast(noise >= self.rate, like.dtype) / (1.0 - self.rate)
 
 
 def _online_softmax_attention(tensors, keep_blocks, seed, rate, causal):
     """``tensors = [q, k_blocks, v_blocks(, bias_blocks)]`` -> ``[batch, q, heads, dv]`` (float32)."""
-    q = tensors[0]
-    rule = _BlockRule(q, tensors[1].shape[2], seed, rate, causal)
-    scale = rule.scale
-    steps = ops.arange(ops.shape(tensors[1])[0])
     bias_axes = None if len(tensors) < 4 else [a for a in range(3) if tensors[3].shape[a + 1] == 1]
+    # The key mask and the seed are arguments, not closed over: JAX's custom gradient cannot close over
+    # values traced by an enclosing transformation (`keras.remat`). They get no gradient.
+    constants = [keep_blocks] + ([seed] if rate else [])
 
-    @tf.custom_gradient
-    def attention(*tensors):
-        # In eager mode tf.custom_gradient runs this body while the caller's GradientTape records: the
-        # tape would keep every block's scores and probabilities ([length, length] in all) alive until
-        # the backward pass. Inputs cut from the tape leave nothing recorded here; `gradient` is exact.
-        tensors = [tf.stop_gradient(t) for t in tensors]
+    @ops.custom_gradient
+    def attention(*arguments):
+        # In eager mode TensorFlow runs this body while the caller's GradientTape records: the tape would
+        # keep every block's scores and probabilities ([length, length] in all) alive until the backward
+        # pass. Inputs cut from the tape leave nothing recorded here; `gradient` is exact.
+        keep_blocks, seed = arguments[0], arguments[1] if rate else None
+        tensors = [ops.stop_gradient(t) for t in arguments[len(constants):]]
+        rule = _BlockRule(tensors[0], tensors[1].shape[2], seed, rate, causal)
+        scale = rule.scale
         q, k_blocks, v_blocks = tensors[:3]
         bias_blocks = tensors[3] if len(tensors) > 3 else None
-        xs = (steps, k_blocks, v_blocks, keep_blocks) + ((bias_blocks,) if bias_blocks is not None else ())
+        xs = (k_blocks, v_blocks, keep_blocks) + ((bias_blocks,) if bias_blocks is not None else ())
 
-        def forward_step(carry, x):
-            j, k_j, v_j, keep_j, bias_j = _unpack(x)
+        def forward_step(j, carry, x):
+            k_j, v_j, keep_j, bias_j = _unpack(x)
             m, l, acc = carry
             scores, _ = rule.scores(q, j, k_j, keep_j, bias_j)
             m_new = ops.maximum(m, ops.max(scores, axis=-1))
@@ -156,16 +158,17 @@ def _online_softmax_attention(tensors, keep_blocks, seed, rate, causal):
             ops.zeros((batch, heads, length), dtype=q.dtype),
             ops.zeros((batch, heads, length, v_blocks.shape[-1]), dtype=q.dtype),
         )
-        (m, l, acc), _ = _scan(forward_step, init, xs)
+        (m, l, acc), _ = _loop(forward_step, init, xs)
         lse = m + ops.log(l)
         out = acc / l[..., None]  # [batch, heads, q, dv]
 
-        def gradient(d_out):
-            d_out = ops.transpose(d_out, (0, 2, 1, 3))
+        def gradient(*args, upstream=None):
+            # TensorFlow and JAX pass the output's gradient alone; PyTorch passes the inputs and ``upstream``
+            d_out = ops.transpose(args[-1] if upstream is None else upstream, (0, 2, 1, 3))
             delta = ops.sum(d_out * out, axis=-1)  # [batch, heads, q]
 
-            def backward_step(d_q, x):
-                j, k_j, v_j, keep_j, bias_j = _unpack(x)
+            def backward_step(j, d_q, x):
+                k_j, v_j, keep_j, bias_j = _unpack(x)
                 scores, keep = rule.scores(q, j, k_j, keep_j, bias_j)
                 p = ops.exp(scores - lse[..., None])
                 d_p = ops.einsum("bhqd,bkhd->bhqk", d_out, v_j)
@@ -183,34 +186,29 @@ def _online_softmax_attention(tensors, keep_blocks, seed, rate, causal):
                     grads += (ops.sum(d_s, axis=bias_axes, keepdims=True) if bias_axes else d_s,)
                 return d_q, grads
 
-            d_q, block_grads = _scan(backward_step, ops.zeros_like(q), xs, tensors[1:])
-            return (d_q,) + tuple(block_grads)
+            d_q, block_grads = _loop(backward_step, ops.zeros_like(q), xs, tensors[1:])
+            return (None,) * len(constants) + (d_q,) + tuple(block_grads)
 
         return ops.transpose(out, (0, 2, 1, 3)), gradient
 
-    return attention(*tensors)
+    return attention(*constants, *tensors)
 
 
 def _unpack(x):
-    """Loop slice ``[j, k_j, v_j, keep_j(, bias_j)]`` -> five values, ``bias_j`` None when absent."""
-    return (*x[:4], x[4] if len(x) > 4 else None)
+    """Loop slice ``[k_j, v_j, keep_j(, bias_j)]`` -> four values, ``bias_j`` None when absent."""
+    return (*x[:3], x[3] if len(x) > 3 else None)
 
 
-def _scan(step, init, xs, ys_like=()):
-    """``step(carry, x) -> (carry, ys)`` over the leading axis of ``xs``; ``ys`` stacked.
+def _loop(step, init, xs, ys_like=()):
+    """``step(j, carry, xs[j]) -> (carry, ys)`` for each ``j`` along the leading axis of ``xs``; ``ys`` stacked.
 
-    ``ys_like`` are stacked tensors shaped like the stacked ``ys``. `keras.ops.scan`
-    on TensorFlow requires ``ys`` to have the carry's structure, hence
-    `tf.while_loop` with `tf.TensorArray` here.
+    ``ys_like`` are stacked tensors shaped like the stacked ``ys``: each step writes its slice into them.
+    (`keras.ops.scan` would stack ``ys`` too, but on TensorFlow it requires ``ys`` shaped as the carry.)
     """
-    n = ops.shape(xs[0])[0]
-    xs_arrays = [tf.TensorArray(x.dtype, size=n, element_shape=x.shape[1:]).unstack(x) for x in xs]
-    ys_arrays = [tf.TensorArray(y.dtype, size=n, element_shape=y.shape[1:]) for y in ys_like]
+    def body(j, state):
+        carry, stacked = state
+        carry, ys = step(j, carry, [ops.take(x, j, axis=0) for x in xs])
+        return carry, tuple(ops.slice_update(a, (j,) + (0,) * (len(a.shape) - 1), y[None])
+                            for a, y in zip(stacked, ys or ()))
 
-    def body(i, carry, ys_arrays):
-        carry, ys = step(carry, [a.read(i) for a in xs_arrays])
-        return i + 1, carry, [a.write(i, y) for a, y in zip(ys_arrays, ys or ())]
-
-    # One iteration at a time: parallel iterations would hold several score blocks at once.
-    _, carry, ys_arrays = tf.while_loop(lambda i, *_: i < n, body, (0, init, ys_arrays), parallel_iterations=1)
-    return carry, [a.stack() for a in ys_arrays]
+    return ops.fori_loop(0, ops.shape(xs[0])[0], body, (init, tuple(ops.zeros_like(y) for y in ys_like)))

@@ -1,10 +1,10 @@
 """Longformer's attention as the published checkpoints compute it (Hugging Face `LongformerSelfAttention`)."""
 import keras
-import tensorflow as tf
 from keras import ops
 
 from bert4long.attention.base import register_attention_kernel
 from bert4long.attention.sliding_window import SlidingWindowAttention
+from bert4long.ops.checks import checked
 
 
 @register_attention_kernel()
@@ -57,16 +57,14 @@ class LongformerAttention(SlidingWindowAttention):
 
     def attend(self, q, k, v, key_mask, bias=None, hidden=None, training=None, global_qkv=None):
         key_mask = ops.convert_to_tensor(key_mask)
-        checks = []
         if "int" in keras.backend.standardize_dtype(key_mask.dtype):
             marked = ops.max(ops.sum(ops.cast(ops.equal(key_mask, 2), "int32"), axis=1))
-            checks.append(tf.debugging.assert_less_equal(marked, self.max_global_tokens, message=(
+            key_mask = checked(key_mask, ops.less_equal(marked, self.max_global_tokens), (
                 f"More tokens are marked global (2) in an example than max_global_tokens={self.max_global_tokens}: "
-                "build the model with a larger max_global_tokens.")))
-        with tf.control_dependencies(checks):
-            out = super().attend(q, k, v, key_mask, bias=bias, hidden=hidden, training=training, global_qkv=global_qkv)
-            real = ops.cast(ops.not_equal(key_mask, 0), out.dtype)
-            return out * real[:, :, None, None]
+                "build the model with a larger max_global_tokens."))
+        out = super().attend(q, k, v, key_mask, bias=bias, hidden=hidden, training=training, global_qkv=global_qkv)
+        real = ops.cast(ops.not_equal(key_mask, 0), out.dtype)
+        return out * real[:, :, None, None]
 
     def get_config(self):
         config = super().get_config()

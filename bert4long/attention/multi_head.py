@@ -279,7 +279,7 @@ class MultiHeadAttention(keras.layers.Layer):
         if self.global_projections_kind == "from_local":
             for mine, local in zip(self._global_denses(), (self.q_dense, self.k_dense, self.v_dense)):
                 for weight, value in zip(mine.weights, local.weights):
-                    weight.assign(ops.reshape(value, weight.shape))
+                    weight.assign(ops.copy(ops.reshape(value, weight.shape)))  # JAX: a buffer of its own
         self.attention_kernel.init_from_projections(self.q_dense, self.k_dense, self.v_dense)
 
     init_kernel_from_projections = after_weights_loaded  # the hook's former name

@@ -1,10 +1,10 @@
 """Token and position embeddings, including hierarchical position extension."""
 import keras
-import tensorflow as tf
 from keras import ops
 
 from bert4long.layers.position_extension import PositionExtension
 from bert4long.layers.range_checks import checked_ids, poison_rows
+from bert4long.ops.checks import checked
 from bert4long.position_alpha import DEFAULT_ALPHA
 
 MERGE_MODES = ("add", "mul", "zero", "concat")
@@ -54,12 +54,11 @@ class Embedding(keras.layers.Embedding):
 
     def call(self, inputs, mode="embedding"):
         if mode == "embedding":
-            ids, assertions, bad = checked_ids(inputs, self.input_dim, (
+            ids, bad = checked_ids(inputs, self.input_dim, (
                 f"Layer {self.name!r} got an id outside [0, {self.input_dim}): its table has {self.input_dim} rows. "
                 "Token ids must come from the model's own vocab.txt (vocab_size); segment ids must be below "
                 "type_vocab_size."))
-            with tf.control_dependencies(assertions):
-                return poison_rows(super().call(ids), bad)
+            return poison_rows(super().call(ids), bad)
         if mode != "dense":
             raise ValueError(f"Embedding mode must be 'embedding' or 'dense', got {mode!r}.")
         table = ops.cast(self.embeddings, inputs.dtype)
@@ -160,7 +159,8 @@ class PositionEmbedding(keras.layers.Layer):
             initializer=self.embeddings_initializer,
         )
 
-    def _check_length(self, length):
+    def _checked_length(self, position_ids, length):
+        """``position_ids``, once ``length`` (an int or a tensor) is asserted to be at most `max_length`."""
         fix = (
             "pass hierarchical_position=True to build_transformer_model to place up to "
             f"{self.input_dim * self.input_dim} tokens"
@@ -172,34 +172,32 @@ class PositionEmbedding(keras.layers.Layer):
             f"{self.name!r} can place: {fix}, or truncate the input."
         )
         if self.max_length is None:
-            return []
+            return position_ids
         if isinstance(length, int):
             if length > self.max_length:
                 raise ValueError(message.format(length))
-            return []
-        return [tf.debugging.assert_less_equal(length, self.max_length, message=message.format("this"))]
+            return position_ids
+        return checked(position_ids, ops.less_equal(length, self.max_length), message.format("this"))
 
     def call(self, inputs):
         bad = None  # positions this layer cannot place, for poison_rows (XLA drops the assertions)
         if self.custom_position_ids:
             inputs, position_ids = inputs
             position_ids = ops.cast(position_ids, "int32")
-            checks = self._check_length(ops.max(position_ids) + 1)
+            position_ids = self._checked_length(position_ids, ops.max(position_ids) + 1)
             bad = position_ids < 0
-            checks.append(tf.debugging.assert_equal(ops.any(bad), False, message=(
-                f"Layer {self.name!r} got a negative position id: position ids count from 0.")))
+            position_ids = checked(position_ids, ops.logical_not(ops.any(bad)), (
+                f"Layer {self.name!r} got a negative position id: position ids count from 0."))
         else:
             length = inputs.shape[1] if inputs.shape[1] is not None else ops.shape(inputs)[1]
-            checks = self._check_length(length)
-            position_ids = ops.arange(ops.shape(inputs)[1], dtype="int32")[None]
+            position_ids = self._checked_length(ops.arange(ops.shape(inputs)[1], dtype="int32")[None], length)
         fits = isinstance(inputs.shape[1], int) and inputs.shape[1] <= (self.max_length or 0)
         if self.max_length is not None and (self.custom_position_ids or not fits):
             too_far = position_ids >= self.max_length
             bad = too_far if bad is None else ops.logical_or(bad, too_far)
-        with tf.control_dependencies(checks):
-            embeddings = self.rows(position_ids)
-            if bad is not None:
-                embeddings = poison_rows(embeddings, bad)
+        embeddings = self.rows(position_ids)
+        if bad is not None:
+            embeddings = poison_rows(embeddings, bad)
         return merge_positions(inputs, embeddings, self.merge_mode)
 
     def compute_output_shape(self, input_shape):

@@ -2,7 +2,6 @@
 from collections.abc import Callable
 
 import keras
-import tensorflow as tf
 from keras import ops
 
 from bert4long.layers.activations import get_activation
@@ -81,7 +80,7 @@ class FeedForward(keras.layers.Layer):
         x = ops.pad(inputs, [[0, 0], [0, padding], [0, 0]])
         chunks = ops.reshape(x, (shape[0], -1, self.chunk_size, inputs.shape[-1]))
         chunks = ops.transpose(chunks, (1, 0, 2, 3))
-        outputs = tf.map_fn(tf.recompute_grad(self._block), chunks, fn_output_signature=inputs.dtype)
+        outputs = ops.map(keras.remat(self._block), chunks)
         outputs = ops.reshape(ops.transpose(outputs, (1, 0, 2, 3)), (shape[0], -1, inputs.shape[-1]))
         return outputs[:, : shape[1]]
 

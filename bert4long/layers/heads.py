@@ -1,6 +1,5 @@
 """Small layers used by the output heads (pooler, masked-LM)."""
 import keras
-import tensorflow as tf
 from keras import ops
 
 from bert4long.layers.range_checks import checked_ids, poison_rows
@@ -52,11 +51,10 @@ class GatherPositions(keras.layers.Layer):
 
     def call(self, inputs):
         x, positions = inputs
-        positions, assertions, bad = checked_ids(positions, ops.shape(x)[1], (
+        positions, bad = checked_ids(positions, ops.shape(x)[1], (
             f"Layer {self.name!r} got a position outside the sequence: masked positions must be at least 0 and "
             "below the number of tokens in the batch."))
-        with tf.control_dependencies(assertions):
-            return poison_rows(ops.take_along_axis(x, positions[..., None], axis=1), bad)
+        return poison_rows(ops.take_along_axis(x, positions[..., None], axis=1), bad)
 
     def compute_output_shape(self, input_shape):
         x_shape, positions_shape = input_shape

@@ -1,33 +1,31 @@
-"""In-graph range checks of integer inputs (token, segment and position ids).
+"""Range checks of integer inputs (token, segment and position ids).
 
-`checked_ids` attaches ``tf.debugging`` assertions, which raise
-``InvalidArgumentError`` eagerly, inside `tf.function` and in a SavedModel.
-XLA (``jit_compile=True``) drops every assertion, and its gathers clamp an
-out-of-range index to the last row, which would give plausible wrong numbers.
-Keras's ``fit``/``evaluate``/``predict`` are covered by the check before the
-compiled step (`bert4long.checked_model`); for a call inside a jit-compiled
-function bert4long does not control, `poison_rows` makes the rows of bad ids NaN
-(they spread to the whole example through attention) instead of a clamped value.
+`checked_ids` asserts the ids (`bert4long.ops.checks.checked`): ``InvalidArgumentError`` on TensorFlow
+eagerly, inside `tf.function` and in a SavedModel; ``ValueError`` on JAX and PyTorch when the ids are
+concrete. XLA (``jit_compile=True``, and every compiled JAX step) drops the assertion, and its gathers clamp an
+out-of-range index to the last row, which would give plausible wrong numbers. Keras's
+``fit``/``evaluate``/``predict`` are covered by the check before the compiled step
+(`bert4long.checked_model`); for a call inside a compiled function bert4long does not control,
+`poison_rows` makes the rows of bad ids NaN (they spread to the whole example through attention) instead
+of a clamped value.
 """
-import tensorflow as tf
 from keras import ops
+
+from bert4long.ops.checks import checked
 
 
 def checked_ids(ids, limit, message):
-    """``(ids as int32, assertions, bad)``: ``bad`` is True where ``ids`` is outside ``[0, limit)``.
-
-    Run the lookup under ``tf.control_dependencies(assertions)``.
+    """``(ids as int32, bad)``: the ids once asserted to lie in ``[0, limit)``; ``bad`` is True where they do not.
 
     Example:
     >>> import numpy as np
     >>> from bert4long.layers.range_checks import checked_ids
-    >>> checked_ids(np.array([[1, 7]]), 8, "ids")[2].numpy().tolist()
+    >>> np.asarray(checked_ids(np.array([[1, 7]]), 8, "ids")[1]).tolist()
     [[False, False]]
     """
     ids = ops.cast(ids, "int32")
     bad = ops.logical_or(ids < 0, ids >= limit)
-    assertions = [tf.debugging.assert_equal(ops.any(bad), False, message=message)]
-    return ids, assertions, bad
+    return checked(ids, ops.logical_not(ops.any(bad)), message), bad
 
 
 def poison_rows(vectors, bad):

@@ -8,8 +8,46 @@ import contextlib
 import zlib
 
 import keras
-import tensorflow as tf
 from keras import ops
+
+
+class _GivenSeed(keras.random.SeedGenerator):
+    """A seed given as a tensor of two integers: `keras.random` draws from it, statelessly, on every backend."""
+
+    def __init__(self, seed):  # no state variable: nothing advances
+        self.seed = seed
+
+    def next(self, ordered=True):
+        return self.seed
+
+
+def stateless_uniform(shape, seed):
+    """Uniform floats in ``[0, 1)`` that are a pure function of ``seed`` (two integers, a tensor).
+
+    The same seed draws the same numbers again (a recomputation regenerates its dropout masks); each
+    backend draws its own numbers (TensorFlow's are those of ``tf.random.stateless_uniform``).
+
+    Example:
+    >>> import numpy as np
+    >>> from bert4long.ops.dropout import stateless_uniform
+    >>> a, b = (np.asarray(stateless_uniform((3,), np.array([1, 2]))) for _ in range(2))
+    >>> bool((a == b).all() and (a >= 0).all() and (a < 1).all())
+    True
+    """
+    seed = ops.convert_to_tensor(seed)
+    if keras.backend.backend() == "jax":  # a JAX key is two uint32
+        seed = ops.cast(seed, "uint32")
+    return keras.random.uniform(shape, seed=_GivenSeed(seed))
+
+
+def _replica_id():
+    """The `tf.distribute` replica this call runs on (0 outside a TensorFlow strategy and on other backends)."""
+    if keras.backend.backend() != "tensorflow":
+        return 0
+    import tensorflow as tf
+
+    replica = tf.distribute.get_replica_context()
+    return replica.replica_id_in_sync_group if replica is not None else 0
 
 
 def name_seed(name):
@@ -68,10 +106,8 @@ class SeededDropout(keras.layers.Layer):
             self._pinned_calls += 1
         else:
             step = ops.convert_to_tensor(self.step.value)
-        replica = tf.distribute.get_replica_context()
-        replica_id = replica.replica_id_in_sync_group if replica is not None else 0
-        seed = tf.stack([tf.cast(self.seed, "int64") + 7919 * tf.cast(replica_id, "int64"), tf.cast(step, "int64")])
-        keep = tf.random.stateless_uniform(ops.shape(inputs), seed=seed) >= self.rate
+        replica = ops.cast(self.seed, "int64") + 7919 * ops.cast(_replica_id(), "int64")
+        keep = stateless_uniform(ops.shape(inputs), ops.stack([replica, ops.cast(step, "int64")])) >= self.rate
         if not pinned:
             self.step.assign_add(1)
         return ops.where(keep, inputs / ops.cast(1.0 - self.rate, inputs.dtype), ops.zeros_like(inputs))
@@ -85,7 +121,7 @@ class SeededDropout(keras.layers.Layer):
             return None
         if self._pinned_step is not None:
             return self._pinned_step + self._pinned_calls
-        return tf.identity(self.step.value)
+        return ops.copy(self.step.value)
 
     def pin_random_state(self, state):
         """Draw from ``state`` without advancing the weight (None: end the pass, back to the enclosing state)."""
@@ -129,10 +165,26 @@ def _pinned(layers, states):
             layer.pin_random_state(None)
 
 
+def recording_eagerly():
+    """True where gradients are recorded as the operations run (TensorFlow eagerly, PyTorch with grad enabled):
+    the recorded operations keep their inputs alive until the backward pass, unless recomputed. (A traced
+    function, `tf.function` or JAX's, frees what its backward pass does not need.)"""
+    backend = keras.backend.backend()
+    if backend == "tensorflow":
+        import tensorflow as tf
+
+        return tf.executing_eagerly()
+    if backend == "torch":
+        import torch
+
+        return torch.is_grad_enabled()
+    return False
+
+
 def recompute(layer, fn, tensors):
     """``fn(*tensors)`` keeping only ``tensors`` for the backward pass, which runs ``fn`` again.
 
-    `tf.recompute_grad` with every random sublayer of ``layer`` (`SeededDropout`, the
+    `keras.remat` with every random sublayer of ``layer`` (`SeededDropout`, the
     ``chunked`` kernel: whatever has ``pin_random_state``) pinned to a snapshot of its
     state (a tensor, not the variable) in both passes, then advanced once, so the
     recomputation draws the forward pass's dropout masks. ``tensors`` are the floating
@@ -147,7 +199,7 @@ def recompute(layer, fn, tensors):
         with _pinned(randoms, states):
             return fn(*args)
 
-    outputs = tf.recompute_grad(pinned_fn)(*tensors)
+    outputs = keras.remat(pinned_fn)(*tensors)
     for sublayer in randoms:
         sublayer.advance_random_state()
     return outputs
@@ -157,14 +209,14 @@ def recompute(layer, fn, tensors):
 class Recompute(keras.layers.Wrapper):
     """Run ``layer`` keeping only its inputs; recompute it in the backward pass.
 
-    Gradient checkpointing for one layer (`tf.recompute_grad`): the activations
+    Gradient checkpointing for one layer (`keras.remat`): the activations
     inside ``layer`` (attention scores and probabilities, the feed-forward
     intermediate) are not stored for the backward pass but computed again, so
     memory per layer falls from ``O(heads * L^2 + L * intermediate)`` to the
     ``O(L * hidden)`` input. Gradients are the same as without it: every
     `SeededDropout` inside is pinned to the same step for both passes. (Keras's
     `RematScope` does the same wrapping but cannot pass the ``training`` keyword
-    through `tf.recompute_grad` inside a `tf.function`.) Any sublayer with the
+    through TensorFlow's recomputation inside a `tf.function`.) Any sublayer with the
     methods ``random_state`` / ``pin_random_state`` / ``advance_random_state``
     (`SeededDropout`, the ``chunked`` attention kernel) is pinned the same way.
 
@@ -188,8 +240,11 @@ class Recompute(keras.layers.Wrapper):
         super().__init__(layer, **kwargs)
 
     def __getattr__(self, name):
-        if name.startswith("_") or name == "layer":
-            raise AttributeError(name)
+        try:  # PyTorch's Module keeps the wrapped layer outside __dict__ and finds it here
+            return super().__getattr__(name)
+        except AttributeError:
+            if name.startswith("_") or name == "layer":
+                raise
         return getattr(self.layer, name)
 
     def build(self, input_shape=None):
@@ -198,7 +253,7 @@ class Recompute(keras.layers.Wrapper):
         self.built = True
 
     def call(self, inputs, training=None):
-        flat = list(tf.nest.flatten(inputs))
+        flat = list(keras.tree.flatten(inputs))
         # Only floating inputs are differentiated; masks and ids are closed over.
         floating = [i for i, x in enumerate(flat) if backend_is_float(x)]
 
@@ -206,7 +261,7 @@ class Recompute(keras.layers.Wrapper):
             values = list(flat)
             for i, x in zip(floating, float_args):
                 values[i] = x
-            return self.layer(tf.nest.pack_sequence_as(inputs, values), training=training)
+            return self.layer(keras.tree.pack_sequence_as(inputs, values), training=training)
 
         if not training:
             return forward(*[flat[i] for i in floating])
