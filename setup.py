@@ -28,7 +28,8 @@ setup(
         "Programming Language :: Python :: 3.13",
     ],
     packages=find_packages(include=["bert4long", "bert4long.*"]),
-    package_data={"bert4long.pretrained": ["austen-wiki-mini/*"]},  # the built-in model (bert4long.pretrained)
+    # the built-in model and the main job's Wikipedia articles (bert4long.pretrained)
+    package_data={"bert4long.pretrained": ["austen-wiki-mini/*", "wikipedia-articles.*"]},
     py_modules=["bert4long_command"],  # the command's entry point, outside the package (see its docstring)
     install_requires=REQUIREMENTS,
     extras_require={

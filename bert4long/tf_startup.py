@@ -1,11 +1,14 @@
-"""Start TensorFlow without its start-up noise (CUDA probing, oneDNN notices, absl's preamble).
+"""The command line's quiet start of TensorFlow (no CUDA probing, oneDNN notices, absl's preamble).
+
+Quieting TensorFlow is the ``bert4long`` command's business: `bert4long.cli.main` calls this
+module, the library never does (importing bert4long leaves TensorFlow's logs and the
+warning filters as the user has them).
 
 TensorFlow 2.21 writes some of those lines through absl before ``TF_CPP_MIN_LOG_LEVEL``
 is read, so the import and the device set-up run with the stderr file descriptor parked
 in a temporary file, replayed if the import fails. Nothing is hidden when TensorFlow was
-imported before bert4long, after `show_tensorflow_logs` (the command line's
-``--verbose``), or when the user set ``TF_CPP_MIN_LOG_LEVEL`` below 3 (that asks
-for TensorFlow's logs).
+imported already, after `show_tensorflow_logs` (the command line's ``--verbose``), or
+when the user set ``TF_CPP_MIN_LOG_LEVEL`` below 3 (that asks for TensorFlow's logs).
 """
 import contextlib
 import os
@@ -22,19 +25,21 @@ def show_tensorflow_logs():
     _SHOW_LOGS = True
 
 
-@contextlib.contextmanager
-def quiet_startup(started=None):
-    """Run the block (an import that starts TensorFlow) with stderr parked; replay it if the block fails.
+def quiet():
+    """Whether TensorFlow's logs are to be hidden: neither `show_tensorflow_logs` nor a ``TF_CPP_MIN_LOG_LEVEL``
+    below 3 asked for them."""
+    return not _SHOW_LOGS and os.environ.get("TF_CPP_MIN_LOG_LEVEL", "3") not in ("0", "1", "2")
 
-    ``started``: whether TensorFlow has started already (then nothing is parked); default: it is imported.
-    """
-    started = "tensorflow" in sys.modules if started is None else started
-    if started or _SHOW_LOGS or os.environ.get("TF_CPP_MIN_LOG_LEVEL", "3") in ("0", "1", "2"):
+
+@contextlib.contextmanager
+def quiet_startup():
+    """Run the block (an import that starts TensorFlow) with stderr parked; replay it if the block fails, unless
+    with a refused argument (`ValueError`, `FileNotFoundError`: the command's own message says it all). Nothing is
+    parked when TensorFlow has started already."""
+    if "tensorflow" in sys.modules or not quiet():
         yield
         return
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
-    warnings.filterwarnings("ignore", module="keras")
-    warnings.filterwarnings("ignore", module="tensorflow")
     sys.stderr.flush()
     try:
         saved = os.dup(2)
@@ -45,10 +50,11 @@ def quiet_startup(started=None):
         os.dup2(sink.fileno(), 2)
         try:
             yield
-        except BaseException:
+        except BaseException as error:
             os.dup2(saved, 2)
-            sink.seek(0)
-            sys.stderr.write(sink.read().decode(errors="replace"))
+            if not isinstance(error, (ValueError, FileNotFoundError)):
+                sink.seek(0)
+                sys.stderr.write(sink.read().decode(errors="replace"))
             raise
         finally:
             os.dup2(saved, 2)
@@ -67,7 +73,8 @@ def import_tensorflow_quietly():
     >>> import sys; "tensorflow" in sys.modules
     True
     """
-    with quiet_startup():
+    with quiet_startup(), warnings.catch_warnings():
+        warnings.simplefilter("ignore")   # the import's deprecation notices (this block only)
         import tensorflow as tf
 
         tf.config.list_physical_devices()

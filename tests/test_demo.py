@@ -93,12 +93,24 @@ def test_demo_refuses_a_corpus_without_long_documents(tiny_bert, tmp_path, capsy
 
 
 def test_the_main_job_on_the_built_in_model(tmp_path, capsys):
-    """`bert4long pretrain --demo` end to end on the built-in model and gensim's articles (a few steps)."""
-    if importlib.util.find_spec("gensim") is None:   # its test data only (installed --no-deps: not importable)
-        pytest.skip("needs gensim's test articles: pip install --no-deps gensim")
+    """`bert4long pretrain --demo` end to end on the built-in model and the articles shipped with it (a few steps)."""
     out = tmp_path / "demo"
     assert main(["pretrain", "--demo", "--steps", "2", "--eval-sequences", "8", "--no-xla", "--out", str(out)]) == 0
     text = capsys.readouterr().out
     assert "8 windows of 512 tokens (4x) from 13 English Wikipedia articles the model never saw" in text
     assert "positions >= 128" in text and "docs/results.md" in text
     assert json.loads((out / "demo_results.json").read_text())["trained_length"] == 128
+
+
+def test_the_shipped_articles_are_the_ones_the_built_in_model_was_kept_from():
+    """The main job's texts ship with the package; where gensim's test data is installed, they are the articles
+    `bert4long.training.corpus.wikipedia_articles` strips from it, in the same order (the held-out indices hold)."""
+    from bert4long import pretrained
+
+    articles = pretrained.wikipedia_articles()
+    assert len(articles) == 106 and "Trojan War" in articles[5]
+    if importlib.util.find_spec("gensim") is None:   # its test data only (installed --no-deps: not importable)
+        pytest.skip("gensim's test data not installed: the comparison with the source needs it")
+    from bert4long.training.corpus import wikipedia_articles
+
+    assert articles == wikipedia_articles()

@@ -262,6 +262,7 @@ LOAD_AFTER_IMPORT = r"""
 import sys
 import numpy as np
 import bert4long, keras
+bert4long.register_keras_classes()
 model = keras.models.load_model(sys.argv[1])
 tokens = np.load(sys.argv[2])
 np.save(sys.argv[3], model.predict([tokens, np.zeros_like(tokens)], verbose=0))
@@ -271,8 +272,8 @@ print(sorted(m for m in sys.modules if m.startswith("bert4long")))
 
 def test_model_saved_after_training_imports_loads_after_import_bert4long(tiny_bert, tmp_path):
     """A classifier built and compiled by `bert4long.training` (chunk pooling, a chunked
-    attention kernel, AdamW with its schedule) loads in a fresh process that ran only
-    ``import bert4long``."""
+    attention kernel, AdamW with its schedule) loads in a fresh process that ran
+    ``import bert4long`` and ``bert4long.register_keras_classes()``."""
     from bert4long.training import build_classifier, compile_finetune, make_optimizer
 
     config_path, checkpoint_path, _ = tiny_bert

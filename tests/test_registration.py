@@ -1,11 +1,13 @@
-"""Keras with bert4long registers every Keras class the package defines; ``import bert4long`` stays light.
+"""The registration contract: ``import bert4long`` is light and changes nothing outside the package;
+`bert4long.register_keras_classes` registers every Keras class the package defines.
 
-A ``model.keras`` saved by any bert4long road (a Longformer classifier from
-``bert4long finetune``, a ModernBERT encoder, a loss-scaled optimizer) must load
-in a fresh process that ran only ``import bert4long``: Keras finds a class only
-once the module that registers it has run. The modules are found by reading the
-source for ``register_keras_serializable``, so a new one is covered without
-editing this test.
+- ``import bert4long`` imports neither TensorFlow nor Keras, adds no import hook and no warning filter.
+- In a fresh process, ``bert4long.register_keras_classes()`` (or the first use of
+  ``bert4long.build_transformer_model``) runs every module that registers a class, so a ``model.keras`` any
+  bert4long road wrote loads with ``keras.models.load_model(path)`` and no ``custom_objects``. The modules are
+  found by reading the source for ``register_keras_serializable``, so a new one is covered without editing this test.
+- A model built in a process loads there with ``keras.models.load_model`` alone (its classes' modules ran).
+- The command line (not the library) starts TensorFlow quietly, unless ``--verbose``.
 """
 import os
 import pathlib
@@ -28,35 +30,46 @@ def registering_modules():
     return names
 
 
-CHECK = "import sys; {imports}; print(' '.join(m for m in sys.argv[1:] if m not in sys.modules))"
+def run_python(code, *argv):
+    run = subprocess.run([sys.executable, "-c", code, *argv], capture_output=True, text=True, timeout=300,
+                         cwd=PACKAGE.parent, check=False, env=QUIET_UNSET)
+    assert run.returncode == 0, run.stderr[-2000:]
+    return run
 
 
-@pytest.mark.parametrize("imports", ["import bert4long, keras", "import keras, bert4long",
-                                     "import bert4long; bert4long.build_transformer_model",
-                                     # TensorFlow imports Keras itself (the command line starts it this way)
-                                     "import bert4long, tensorflow", "import tensorflow, bert4long",
-                                     "import bert4long; from bert4long.tf_startup import import_tensorflow_quietly; "
-                                     "import_tensorflow_quietly()"])
-def test_keras_with_bert4long_runs_every_module_that_registers_a_class(imports):
-    """``import bert4long`` is light, but once Keras is imported (before or after it, or by TensorFlow) or a public
-    name is used, every registering module has run: a saved model loads with ``keras.models.load_model``."""
+def test_import_bert4long_starts_nothing_and_changes_nothing_outside_it():
+    check = ("import sys, warnings; filters, finders = list(warnings.filters), list(sys.meta_path); import bert4long; "
+             "print('tensorflow' in sys.modules, 'keras' in sys.modules, warnings.filters == filters, "
+             "sys.meta_path == finders)")
+    assert run_python(check).stdout.split() == ["False", "False", "True", "True"]
+
+
+@pytest.mark.parametrize("registers", ["bert4long.register_keras_classes()", "bert4long.build_transformer_model"])
+def test_registering_runs_every_module_that_registers_a_class(registers):
     modules = registering_modules()
     assert "bert4long.longformer" in modules and "bert4long.layers.embeddings" in modules
-    run = subprocess.run([sys.executable, "-c", CHECK.format(imports=imports), *modules], capture_output=True,
-                         text=True, timeout=300, cwd=PACKAGE.parent, check=False, env=QUIET_UNSET)
-    assert run.returncode == 0, run.stderr[-2000:]
-    assert run.stdout.split() == [], f"not imported: {run.stdout.split()}: add them to bert4long/__init__.py"
-    if imports.startswith("import bert4long"):   # bert4long first: TensorFlow starts quietly (else: as the user had it)
-        assert "cuInit" not in run.stderr and "oneDNN" not in run.stderr, run.stderr
+    check = f"import sys, bert4long; {registers}; print(' '.join(m for m in sys.argv[1:] if m not in sys.modules))"
+    missing = run_python(check, *modules).stdout.split()
+    assert missing == [], f"not imported: {missing}: add them to bert4long/__init__.py's _REGISTERING"
+
+
+def test_a_saved_model_loads_in_a_fresh_process_after_registering(tiny_bert, tmp_path):
+    """Hierarchical positions, the MLM head and a Longformer-style kernel: classes from several modules."""
+    from bert4long.models import build_transformer_model
+
+    config, checkpoint, _ = tiny_bert
+    model = build_transformer_model(config, checkpoint, hierarchical_position=True, with_mlm=True,
+                                    attention="sliding_window", attention_config={"window": 4})
+    model.save(tmp_path / "model.keras")
+    load = ("import sys, bert4long, keras; bert4long.register_keras_classes(); "
+            "print(keras.models.load_model(sys.argv[1]).count_params())")
+    assert run_python(load, str(tmp_path / "model.keras")).stdout.split() == [str(model.count_params())]
 
 
 def test_the_tokenizers_and_the_command_line_parser_do_not_start_tensorflow():
     check = ("import sys, bert4long.tokenizers; from bert4long.cli import build_parser; build_parser(); "
              "print('tensorflow' in sys.modules, 'keras' in sys.modules)")
-    run = subprocess.run([sys.executable, "-c", check], capture_output=True, text=True, timeout=300,
-                         cwd=PACKAGE.parent, check=False, env=QUIET_UNSET)
-    assert run.returncode == 0, run.stderr[-2000:]
-    assert run.stdout.split() == ["False", "False"]
+    assert run_python(check).stdout.split() == ["False", "False"]
     help_run = subprocess.run([sys.executable, "-m", "bert4long_command", "pretrain", "--help"], capture_output=True,
                               text=True, timeout=300, cwd=PACKAGE.parent, check=False, env=QUIET_UNSET)
     assert help_run.returncode == 0 and "--corpus" in help_run.stdout and help_run.stderr == ""

@@ -1,6 +1,7 @@
-"""``bert4long --help`` builds every parser without importing TensorFlow or Keras.
+"""``bert4long --help`` builds every parser, and a refused argument is reported, without importing TensorFlow or
+Keras.
 
-Each help runs in a fresh interpreter under ``-X importtime``, which lists every
+Each command runs in a fresh interpreter under ``-X importtime``, which lists every
 module imported; none may be TensorFlow's or Keras's. (How fast it answers is
 measured by benchmarks/startup.py, not here.)
 """
@@ -11,21 +12,43 @@ import sys
 import pytest
 
 from bert4long.cli import COMMANDS
+from bert4long.pretrained import checkpoint
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
+HEAVY = {"tensorflow", "keras", "tf_keras", "torch", "transformers"}
 
 
-def imported_packages(*argv):
+def imported_packages(*argv, status=0):
+    """The top-level packages ``bert4long ARGV`` imports, and its stdout and stderr (it must exit with ``status``)."""
     done = subprocess.run([sys.executable, "-X", "importtime", "-m", "bert4long_command", *argv],
                           capture_output=True, text=True, timeout=120, cwd=ROOT, check=False)
-    assert done.returncode == 0, done.stderr[-2000:]
-    assert done.stdout.startswith("usage: bert4long"), done.stdout[:500]
+    assert done.returncode == status, done.stderr[-2000:]
     lines = [line.rsplit("|", 1)[-1].strip() for line in done.stderr.splitlines() if line.startswith("import time:")]
     assert "bert4long.cli" in lines   # the importtime listing is there to read
-    return {line.split(".")[0] for line in lines}
+    messages = "\n".join(line for line in done.stderr.splitlines() if not line.startswith("import time:"))
+    return {line.split(".")[0] for line in lines}, done.stdout, messages
 
 
 @pytest.mark.parametrize("argv", [["--help"], *[[name, "--help"] for name in COMMANDS]], ids=" ".join)
 def test_help_imports_no_tensorflow(argv):
-    heavy = imported_packages(*argv) & {"tensorflow", "keras", "tf_keras", "torch", "transformers"}
+    packages, printed, _ = imported_packages(*argv)
+    assert printed.startswith("usage: bert4long"), printed[:500]
+    heavy = packages & HEAVY
     assert not heavy, f"`bert4long {' '.join(argv)}` imports {sorted(heavy)}: import them inside the run_ function"
+
+
+def test_argument_errors_come_before_tensorflow(tmp_path):
+    """Options argparse cannot check alone (a missing checkpoint, two lengths of training, a flag that needs another)
+    are refused by the command's check (`bert4long.cli.CHECKS`) before TensorFlow starts."""
+    train = tmp_path / "train.jsonl"
+    train.write_text('{"text": "a b c", "label": "x"}\n', encoding="utf-8")
+    refusals = {("finetune", "--checkpoint", str(tmp_path / "missing.ckpt"), "--train", str(train)): "no such checkpoint",
+                ("finetune", "--checkpoint", checkpoint(), "--train", str(train), "--steps", "5", "--epochs", "2"):
+                    "both say how long to train",
+                ("finetune", "--checkpoint", checkpoint(), "--train", str(train), "--early-stopping", "2"):
+                    "--early-stopping needs --valid",
+                ("pretrain", "--corpus", str(tmp_path)): "pretrain needs --checkpoint"}
+    for argv, message in refusals.items():
+        packages, _, messages = imported_packages(*argv, status=1)
+        assert message in messages, messages[-2000:]
+        assert not packages & HEAVY, f"`bert4long {' '.join(argv)}` imports {sorted(packages & HEAVY)} before refusing"

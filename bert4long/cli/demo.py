@@ -6,7 +6,7 @@ table repeated) and ``hierarchical`` (Su's decomposition) — then continues MLM
 a few steps (hierarchical and copy) and reads again. MLM accuracy on the masked positions of
 held-out text (a fixed masking seed), before and from the trained length, with standard errors
 clustered by document (`bert4long.training.position_eval`). On the built-in model
-(`bert4long.pretrained`) and gensim's Wikipedia articles by default; ``--checkpoint``/``--corpus``
+(`bert4long.pretrained`) and the Wikipedia articles shipped with it by default; ``--checkpoint``/``--corpus``
 run the same comparison on yours (the last 10% of the documents held out).
 """
 import json
@@ -48,11 +48,12 @@ def apply_demo(args):
 def _documents(args, tokenizer):
     """``(train, held_out, names, where)``: content ids of the training and held-out documents."""
     if "corpus" not in args.given:
-        from bert4long.training.corpus import HELD_OUT_ARTICLES, wikipedia_articles
+        from bert4long import pretrained
+        from bert4long.training.corpus import HELD_OUT_ARTICLES
 
-        ids = tokenizer.encode_documents(wikipedia_articles())
+        ids = tokenizer.encode_documents(pretrained.wikipedia_articles())
         held = [i for i in range(len(ids)) if i in HELD_OUT_ARTICLES]
-        where = f"{len(held)} English Wikipedia articles the model never saw (gensim's test data)"
+        where = f"{len(held)} English Wikipedia articles the model never saw (shipped with bert4long)"
     else:
         from bert4long.data.corpus import load_corpus
 

@@ -65,8 +65,8 @@ def save_final_model(model, path):
     run's resumable state stays in checkpoints/.
 
     Keras 3 loads a custom class only once its module ran (it imports keras modules alone), so
-    ``keras.models.load_model(path)`` needs ``import bert4long`` first. Without it Keras stops at the first
-    class it does not know and prints that object's config: here one of bert4long's layers (module
+    ``keras.models.load_model(path)`` needs ``bert4long.register_keras_classes()`` first. Without it Keras stops at
+    the first class it does not know and prints that object's config: here one of bert4long's layers (module
     ``bert4long.layers...``, about 1 kB), where a bert4long model class at the top would print the whole
     graph (tens of kB). The loaded model is a ``keras.Model``: `load_final_model` range-checks it again.
     """
@@ -78,9 +78,10 @@ def load_final_model(path):
     range-checked before a jit-compiled step)."""
     import keras
 
-    import bert4long  # noqa: F401  (registers the classes the saved model names)
+    from bert4long import register_keras_classes
     from bert4long.checked_model import CheckedModel
 
+    register_keras_classes()   # the classes the saved model names
     model = keras.models.load_model(path)
     return CheckedModel(model.inputs, model.outputs, name=model.name)
 
