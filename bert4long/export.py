@@ -192,8 +192,7 @@ def export_saved_model(
     signature = [tf.TensorSpec([None, None], tf.int32, name=name) for name in ("token_ids", "segment_ids")]
     if "Input-Attention-Mask" in input_names:
         signature.append(tf.TensorSpec([None, None], tf.int32, name="attention_mask"))
-    archive = keras.export.ExportArchive()
-    archive.track(model)
+    archive = keras.export.ExportArchive()   # (it saves the variables the endpoints read: `track(model)` saved each twice)
     serve_ids = serve if label_names is None else _with_label_names(serve, label_names, threshold)
     if raw_text:
         ranks = {name: len(shape) for name, shape in zip(names, [tuple(t.shape) for t in model.outputs])}

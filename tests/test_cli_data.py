@@ -199,8 +199,6 @@ def test_export_run_serves_the_fine_tuned_classifier_on_raw_text(tiny_bert, tmp_
 def test_finetune_epochs_keep_the_best_epoch_and_stop_early(tiny_bert, tmp_path, capsys, monkeypatch):
     """--epochs counts passes over --train; the weights of the epoch with the best --select-metric are the final
     model (scores scripted here: epoch 1 is best), and --early-stopping 2 ends the run two epochs later."""
-    import keras
-
     from bert4long.cli import main, tasks
 
     _, checkpoint, _ = tiny_bert
@@ -227,8 +225,4 @@ def test_finetune_epochs_keep_the_best_epoch_and_stop_early(tiny_bert, tmp_path,
     assert "3 steps an epoch, 15 steps" in out and "early stop" in out and "kept epoch 1's weights" in out
     record = json.loads((run / "metrics.json").read_text())
     assert [e["epoch"] for e in record["epochs"]] == [1, 2, 3] and record["selected_epoch"] == 1
-    final = keras.models.load_model(str(run / "classifier.keras"))
-    best = keras.models.load_model(str(run / "classifier.keras"))
-    best.load_weights(str(run / "best.weights.h5"))
-    for a, b in zip(final.weights, best.weights):   # (two more epochs at 1e-2 moved the weights away from these)
-        np.testing.assert_array_equal(a.numpy(), b.numpy())
+    assert not (run / "best.weights.h5").exists()   # classifier.keras is the one copy of epoch 1's weights

@@ -69,3 +69,17 @@ def test_saved_model_takes_the_global_attention_mask(tiny_bert, tmp_path, rng):
     np.testing.assert_allclose(out[names[0]].numpy(), expected, atol=1e-5)
     local = model.predict([tokens, tokens * 0, np.minimum(mask, 1)], verbose=0)
     assert np.abs(local - expected).max() > 1e-4   # the served mask input is used
+
+
+def test_saved_model_stores_each_weight_once(tiny_bert, tmp_path):
+    """The variables the serving function reads are saved once (`ExportArchive.track(model)` saved the Keras
+    variables again beside them: a SavedModel twice the weights)."""
+    import tensorflow as tf
+
+    config, checkpoint, _ = tiny_bert
+    model = build_transformer_model(config, checkpoint, with_pool=True)
+    export_saved_model(model, str(tmp_path / "served"))
+    reader = tf.train.load_checkpoint(str(tmp_path / "served" / "variables" / "variables"))
+    stored = sum(int(np.prod(shape)) for name, shape in reader.get_variable_to_shape_map().items()
+                 if name != "_CHECKPOINTABLE_OBJECT_GRAPH")
+    assert stored == sum(int(np.prod(w.shape)) for w in model.trainable_weights)   # was 2x (+ dropout step counters)

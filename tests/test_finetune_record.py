@@ -63,8 +63,8 @@ def test_the_run_records_its_settings_kept_epoch_and_validation_curves(tiny_bert
     events.Reload()
     curves = {tag: [(e.step, round(float(tf.make_ndarray(e.tensor_proto)), 6)) for e in events.Tensors(tag)]
               for tag in events.Tags()["tensors"]}
-    assert curves["macro_f1"] == [(1, 0.4), (2, 0.7), (3, 0.5)]
-    assert curves["f1/b"] == [(1, 0.04), (2, 0.07), (3, 0.05)] and curves["accuracy"][0] == (1, 0.5)
+    assert curves["macro_f1"] == [(3, 0.4), (6, 0.7), (9, 0.5)]   # at the training step: epochs of 3 steps
+    assert curves["f1/b"] == [(3, 0.04), (6, 0.07), (9, 0.05)] and curves["accuracy"][0] == (3, 0.5)
     assert set(curves) == {"accuracy", "macro_f1", "f1/a", "f1/b"}
     files = json.loads((run / MARKER).read_text())["files"]
     written = glob.glob(str(run / "logs" / "validation" / "events.out.tfevents.*"))

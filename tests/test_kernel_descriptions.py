@@ -106,7 +106,7 @@ def test_a_user_kernel_without_a_description_works(user_kernel, capsys):
         parse_attention_config(["scal=2"], "user_mean")
     layer = MultiHeadAttention(heads=2, head_size=4, attention="user_mean")
     assert tuple(layer([np.ones((1, 5, 8), "float32"), np.ones((1, 5), bool)]).shape) == (1, 5, 8)
-    _print_attention_fit({"hidden_size": 8, "num_hidden_layers": 2, "num_attention_heads": 2}, 1000, 2**40)
+    _print_attention_fit({"hidden_size": 8, "num_hidden_layers": 2, "num_attention_heads": 2}, 1000, 2**40, 1)
     table = capsys.readouterr().out
     assert all(f"  {name} " in table for name in [*BUILT_IN_KERNELS, "user_mean"])
 

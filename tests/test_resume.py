@@ -165,3 +165,19 @@ def test_model_only_restore_of_a_full_state_is_quiet(compiled, tiny_bert, tmp_pa
     finally:
         logging.getLogger("tensorflow").removeHandler(handler)
     assert not [m for m in messages if "could not be found" in m], messages[:3]
+
+
+def test_the_custom_loop_checkpoints_every_interval_and_resumes(compiled, tmp_path, monkeypatch, capsys):
+    """`fit_resumable`'s `fit_distributed` path (MultiWorkerMirroredStrategy's; forced here on one device) saves at
+    every --save-every interval and resumes from the last; the one-fit path counts the same steps."""
+    from bert4long.training import loop
+
+    monkeypatch.setattr(loop, "needs_custom_loop", lambda model: True)
+    data = lambda s: mlm_batches(SEQS, MASKER, 4, start_step=s)  # noqa: E731
+    saved = []
+    summary = fit_resumable(compiled, data, 3, str(tmp_path), {}, save_every=2, verbose=0, tensorboard=False,
+                            keep=5, on_save=lambda step, _: saved.append(step))
+    assert saved == [2, 3] and summary["steps"] == 3 and np.isfinite(summary["logs"]["loss"])
+    summary = fit_resumable(compiled, data, 5, str(tmp_path), {}, save_every=2, verbose=0, tensorboard=False,
+                            keep=5, on_save=lambda step, _: saved.append(step))
+    assert saved == [2, 3, 4, 5] and summary["start_step"] == 3 and "resumed from step 3" in capsys.readouterr().out

@@ -42,22 +42,6 @@ def test_final_model_holds_the_weights_only_and_one_state_is_kept(finetuned):
     assert sorted(os.listdir(finetuned / "checkpoints")) == ["latest", "step-000000004"]
 
 
-def test_best_epoch_weights_hold_the_weights_only(tiny_bert, tmp_path):
-    """best.weights.h5 (the best epoch on --valid, kept to finish or resume the run) has no optimizer state: a third
-    of what ``model.save_weights`` writes for a compiled model."""
-    import h5py
-
-    from bert4long.cli import main
-
-    _, checkpoint, _ = tiny_bert
-    data = tmp_path / "data.jsonl"
-    data.write_text("".join(json.dumps({"text": f"w{i} w{i + 1} w3", "label": "ab"[i % 2]}) + "\n" for i in range(4)))
-    assert main(["finetune", "--checkpoint", checkpoint, "--train", str(data), "--valid", str(data), "--seq-len", "8",
-                 "--batch-size", "2", "--epochs", "2", "--no-xla", "--quiet", "--out", str(tmp_path / "run")]) == 0
-    with h5py.File(tmp_path / "run" / "best.weights.h5") as weights:
-        assert "optimizer" not in weights and "layers" in weights, list(weights)
-
-
 def test_progress_is_plain_lines_when_stdout_is_not_a_terminal(compiled_mlm, finetuned, tmp_path, capsys,
                                                                  monkeypatch):
     """Keras's bar redraws with \\b, \\r and colour codes even into a file; `fit_resumable` and `predict` write

@@ -11,7 +11,6 @@ import socket
 from pathlib import Path
 
 import keras
-import numpy as np
 import pytest
 
 from bert4long.cli import build_parser, main, tasks
@@ -78,11 +77,7 @@ def test_a_tie_is_no_improvement_so_a_plateau_stops_early_and_the_first_of_equal
     assert re.search(r"steps +0 -> 9\n", out), out   # the step reached, not the 15 asked for
     record = json.loads((run / "metrics.json").read_text())
     assert [e["epoch"] for e in record["epochs"]] == [1, 2, 3] and record["selected_epoch"] == 1
-    final = keras.models.load_model(str(run / "classifier.keras"))
-    best = keras.models.load_model(str(run / "classifier.keras"))
-    best.load_weights(str(run / "best.weights.h5"))   # written at epoch 1 only: later ties do not replace it
-    for a, b in zip(final.weights, best.weights):
-        np.testing.assert_array_equal(a.numpy(), b.numpy())
+    assert record["selected_step"] == 3 and not (run / "best.weights.h5").exists()   # classifier.keras: epoch 1's
     help_text = " ".join(build_parser().commands["finetune"].format_help().split())
     assert "(an equal score is no improvement)" in help_text and "the first of epochs with equal scores" in help_text
 

@@ -128,6 +128,8 @@ def add_info_arguments(parser):
     parser.description = "Print a checkpoint's config, variables and the lengths it can read."
     parser.add_argument("checkpoint", help="checkpoint prefix/folder or Hugging Face folder")
     parser.add_argument("--config", help="bert_config.json (default: next to the checkpoint)")
+    parser.add_argument("--batch-size", type=positive_int, default=1,
+                        help="rows per training batch the memory estimate is for (default 1)")
 
 
 def run_info(args):
@@ -175,7 +177,7 @@ def _print_google_lines(args, source, config):
     if all(k in config for k in ("hidden_size", "num_hidden_layers", "num_attention_heads")):
         parameters = sum(int(np.prod(reader.shape(name))) for name in reader.names()
                          if not name.endswith(("adam_m", "adam_v")))
-        _print_attention_fit(config, parameters, _memory_bytes())
+        _print_attention_fit(config, parameters, available_memory_bytes(), args.batch_size)
 
 
 def _lengths_line(n, config):
@@ -233,7 +235,7 @@ def _print_family_lines(reader, config, family):
     print(f"heads: {', '.join(heads) or 'none (encoder only)'}")
 
 
-def _memory_bytes():
+def available_memory_bytes():
     """This machine's memory: MemAvailable from /proc/meminfo, else the physical memory."""
     try:
         with open("/proc/meminfo", encoding="utf-8") as f:
@@ -245,24 +247,24 @@ def _memory_bytes():
     return os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
 
 
-def training_step_bytes(config, parameters, kernel, length):
-    """Rough float32 bytes of one training step at batch 1 inside ``tf.function``: 1 GiB for the TensorFlow
-    runtime, weights, gradients and AdamW's two slots (16 bytes a parameter), activations per layer and
+def training_step_bytes(config, parameters, kernel, length, batch=1):
+    """Rough float32 bytes of one training step of ``batch`` rows of ``length`` tokens inside ``tf.function``: 1 GiB
+    for the TensorFlow runtime, weights, gradients and AdamW's two slots (16 bytes a parameter), activations per layer and
     token (36 hidden-size and 6 intermediate-size floats) and the score tensors of ``kernel`` (an
     `AttentionKernel`: its `training_memory_bytes`). The activation
     factor is fitted to peaks measured on all-MiniLM-L6-v2 with chunked attention (1.8 / 2.4 / 3.6 / 5.0 GB
     at 1,024 / 2,048 / 4,096 / 8,192 tokens; this gives 1.9 / 2.6 / 3.9 / 6.3)."""
     hidden, layers, heads = config["hidden_size"], config["num_hidden_layers"], config["num_attention_heads"]
     intermediate = config.get("intermediate_size", 4 * hidden)
-    activations = layers * length * (36 * hidden + 6 * intermediate)
-    scores = kernel.training_memory_bytes(batch=1, heads=heads, length=length, layers=layers)
+    activations = batch * layers * length * (36 * hidden + 6 * intermediate)
+    scores = kernel.training_memory_bytes(batch=batch, heads=heads, length=length, layers=layers)
     return 2**30 + 16 * parameters + 4 * activations + scores
 
 
-def _print_attention_fit(config, parameters, memory):
+def _print_attention_fit(config, parameters, memory, batch):
     from bert4long.attention import registered_kernels
 
-    print(f"--attention by length (an ESTIMATE for one training step, batch 1, float32, inside tf.function, "
+    print(f"--attention by length (an ESTIMATE for one training step, batch {batch} (--batch-size), float32, inside tf.function, "
           f"default kernel options, against {memory / 2**30:.1f} GiB available here; eager mode needs more, "
           "--recompute and mixed precision less; measure before relying on it):")
     print("  " + "".ljust(16) + "".join(f"{n:>8}" for n in ESTIMATED_LENGTHS))
@@ -273,7 +275,7 @@ def _print_attention_fit(config, parameters, memory):
             print("  " + attention.ljust(16) + "  (its options have no defaults: not estimated)")
             continue
         for length in ESTIMATED_LENGTHS:
-            need = training_step_bytes(config, parameters, kernel, length)
+            need = training_step_bytes(config, parameters, kernel, length, batch)
             cells.append(f"{need / 2**30:7.1f}G" if need <= memory else "      --")
         print("  " + attention.ljust(16) + "".join(cells))
     print("  (GiB needed where it fits; -- where it does not)")

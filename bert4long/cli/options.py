@@ -118,14 +118,18 @@ def add_model_arguments(parser, checkpoint_required=True):
                         help="kernel options (a wrong key lists the kernel's options with their defaults)")
 
 
-def add_training_arguments(parser, steps=1000, steps_help="total training steps (default 1000)"):
-    """The options every training command shares; ``steps``/``steps_help``: --steps's default and its help."""
+KEEP_CHECKPOINTS_HELP = "resumable training states kept in OUT/checkpoints/, the newest (default 2; 1 keeps only the last)"
+
+
+def add_training_arguments(parser, steps=1000, steps_help="total training steps (default 1000)",
+                           keep_checkpoints=(positive_int, 2, KEEP_CHECKPOINTS_HELP)):
+    """The options every training command shares; ``steps``/``steps_help``: --steps's default and its help;
+    ``keep_checkpoints``: --keep-checkpoints's type, default and help."""
+    keep_type, keep_default, keep_help = keep_checkpoints
     parser.add_argument("--batch-size", type=positive_int, default=8, help="global batch size (default 8)")
     parser.add_argument("--steps", type=positive_int, default=steps, help=steps_help)
     parser.add_argument("--save-every", type=positive_int, default=100, help="checkpoint every N steps (default 100)")
-    parser.add_argument("--keep-checkpoints", type=positive_int, default=2,
-                        help="resumable training states kept in OUT/checkpoints/, the newest (default 2; 1 keeps only "
-                             "the last)")
+    parser.add_argument("--keep-checkpoints", type=keep_type, default=keep_default, metavar="N", help=keep_help)
     parser.add_argument("--out", default="bert4long_run", help="output folder; rerun to resume (default bert4long_run)")
     parser.add_argument("--learning-rate", type=positive_float, default=5e-5, help="peak learning rate (default 5e-5)")
     parser.add_argument("--warmup-steps", type=non_negative_int, help="linear warmup steps (default 10%% of --steps)")

@@ -27,6 +27,7 @@ from bert4long.cli.options import (
     add_training_arguments,
     check_model_options,
     model_kwargs,
+    non_negative_int,
     positive_int,
 )
 from bert4long.cli.run_folder import (
@@ -39,12 +40,17 @@ from bert4long.cli.run_folder import (
     start_writing,
     weights_only,
 )
-from bert4long.outputs import atomic_write, write_text_atomically
+from bert4long.outputs import atomic_write, remove_written, write_text_atomically
 
 SETTINGS_FILE = "finetune.json"
 METRICS_FILE = "metrics.json"
-BEST_FILE = "best.weights.h5"
 DEFAULT_EPOCHS = 3
+# finetune's --keep-checkpoints: 0 allowed, one state kept by default.
+KEEP_CHECKPOINTS_HELP = (
+    "resumable training states (model, optimizer, data position: about 3x the model file) kept in OUT/checkpoints/, "
+    "the newest (default 1, the last, which resumes an interrupted run, and from which a finished run given more "
+    "--epochs goes on); 0 keeps one while training and removes it once the run has finished, leaving what predict "
+    "and export read (the model file, finetune.json, metrics.json, the tokenizer)")
 SELECT_METRICS = {"classify": ("macro_f1", "accuracy"), "tokens": ("entity_f1", "token_accuracy"),
                   "multilabel": ("micro_f1", "macro_f1", "samples_f1")}
 GOLD_KEYS = {"classify": "label", "tokens": "tags", "multilabel": "labels"}
@@ -90,7 +96,8 @@ def add_finetune_arguments(parser):
                         help="Longformer: no global attention on the first token (default: global, the token the "
                              "classifier reads)")
     add_training_arguments(parser, steps=None, steps_help=f"training steps (batches), instead of --epochs (default: "
-                                                          f"none, --epochs {DEFAULT_EPOCHS} is trained)")
+                                                          f"none, --epochs {DEFAULT_EPOCHS} is trained)",
+                           keep_checkpoints=(non_negative_int, 1, KEEP_CHECKPOINTS_HELP))
     parser.add_argument("--epochs", type=positive_int,
                         help=f"passes over --train (default: {DEFAULT_EPOCHS} when --steps is not given); --steps "
                              "instead counts batches")
@@ -107,6 +114,13 @@ def add_finetune_arguments(parser):
     parser.add_argument("--early-stopping", type=positive_int, metavar="PATIENCE",
                         help="--valid: stop after PATIENCE epochs without a better --select-metric (an equal score "
                              "is no improvement)")
+    parser.add_argument("--eval-every", type=positive_int, metavar="STEPS",
+                        help="--valid: also score it every STEPS training steps between epochs' ends (printed, in "
+                             "metrics.json's 'evaluations' and TensorBoard at the step); the kept weights are those of "
+                             "the best evaluation, an epoch's or one of these (default: at epochs' ends only)")
+    parser.add_argument("--test", metavar="FILE",
+                        help="optional test .jsonl, labelled as --train, scored once at the end with the kept weights "
+                             "(printed, metrics.json's 'test'); it never chooses them (checked before training starts)")
     add_reading_arguments(parser)
 
 
@@ -220,11 +234,12 @@ def class_weights(option, labels, label_ids):
 
 
 def check_finetune_arguments(args):
+    """finetune's checks that need more than argparse, run by `bert4long.cli.main` before TensorFlow starts."""
     check_checkpoint(args)
     if args.task == "tokens" and args.pooling != "cls":
         raise ValueError("--pooling chunks is for --task classify; a token labeller reads every window of a "
                          "document (leave --pooling out)")
-    for option in ("train", "valid"):
+    for option in ("train", "valid", "test"):
         path = getattr(args, option)
         if path is not None and not os.path.isfile(path):
             raise FileNotFoundError(f"--{option} {path!r}: no such file; pass a .jsonl file")
@@ -241,6 +256,14 @@ def check_finetune_arguments(args):
     args.select_metric = metric
     if args.early_stopping and not args.valid:
         raise ValueError("--early-stopping needs --valid (the scores it watches)")
+    if args.eval_every and not args.valid:
+        raise ValueError(f"--eval-every {args.eval_every} needs --valid (the set it scores): pass --valid, or leave "
+                         "--eval-every out")
+    if not args.overwrite and os.path.isfile(os.path.join(args.out, SETTINGS_FILE)) \
+            and not os.path.isdir(os.path.join(args.out, "checkpoints")):
+        raise ValueError(f"--out {args.out!r} holds a finished run whose checkpoints were removed (--keep-checkpoints "
+                         "0): it cannot be resumed or extended; pass --overwrite to train again from the start, or "
+                         "choose a new --out folder")
     if args.class_weight is not None and args.task != "classify":
         raise ValueError(f"--class-weight is for --task classify: the loss of --task {args.task} is not weighted by "
                          "label; leave --class-weight out")
@@ -339,6 +362,7 @@ def _training_reader(model, arrays, pad_id, args):
     print(f"batches by length, padded to {', '.join(map(str, buckets))} tokens: an epoch processes "
           f"{padded:,} tokens, {1 - real / padded:.0%} of them padding (padded to --seq-len: {full:,}, "
           f"{1 - real / full:.0%})", flush=True)
+    print_memory_estimate(args, model, shapes)
     estimate = EpochTimeEstimate(lambda epoch: epoch_shapes(shapes, args.batch_size, args.seed, epoch),
                                  args.batch_size, args.steps,
                                  report=lambda line: print(("" if args.quiet else "\n") + line, flush=True))
@@ -352,7 +376,54 @@ def _training_reader(model, arrays, pad_id, args):
     return batches, buckets, estimate
 
 
+def print_memory_estimate(args, model, shapes):
+    """Before the first step: the estimated peak memory of a training step on the longest batch the run will see
+    (``args.batch_size`` rows of the longest padded ``shapes``: batches by length make that batch the peak;
+    `training_step_bytes`), and a warning naming the --batch-size that fits when it is more than the memory
+    available. Nothing for a config without the sizes the estimate reads."""
+    import numpy as np
+
+    from bert4long.attention.base import AttentionKernel
+    from bert4long.cli.checkpoint_tools import available_memory_bytes, training_step_bytes
+
+    source = source_of(args)
+    config = source.config if source.huggingface else source.file_config
+    kernels = [layer for layer in _sublayers(model) if isinstance(layer, AttentionKernel)]
+    if not kernels or not all(k in config for k in ("hidden_size", "num_hidden_layers", "num_attention_heads")):
+        return
+    rows, length = int(np.prod(shapes[:, :-1], axis=1).max(initial=1)), int(shapes[:, -1].max())
+
+    def need(batch):
+        return training_step_bytes(config, model.count_params(), kernels[0], length, batch * rows)
+
+    available = available_memory_bytes()
+    print(f"memory: about {need(args.batch_size) / 2**30:.1f} GiB at the peak, a step on the longest batch "
+          f"({args.batch_size} x {f'{rows} windows x ' if rows > 1 else ''}{length} tokens; an ESTIMATE for float32, "
+          f"less with mixed precision or --recompute), against {available / 2**30:.1f} GiB available", flush=True)
+    if need(args.batch_size) > available:
+        fits = max((b for b in range(1, args.batch_size) if need(b) <= available), default=None)
+        print("warning: that is more than the memory available: lower --batch-size"
+              + (f" to {fits} (the most that fits by this estimate)" if fits else " (even 1 may not fit: lower "
+                 "--seq-len, or pass --recompute)"), flush=True)
+
+
+def _sublayers(layer):
+    """Every layer inside ``layer``: those Keras lists (a model's ``layers``) and those held as attributes."""
+    import keras
+
+    found, stack = [], [layer]
+    while stack:
+        current = stack.pop()
+        children = [*getattr(current, "layers", []), *(v for v in vars(current).values()
+                                                       if isinstance(v, keras.layers.Layer))]
+        new = [child for child in children if all(child is not seen for seen in found)]
+        found.extend(new)
+        stack.extend(new)
+    return found
+
+
 def run_finetune(args):
+    """``bert4long finetune``, on arguments `check_finetune_arguments` has checked."""
     import keras
 
     from bert4long.distribute import get_strategy
@@ -365,15 +436,15 @@ def run_finetune(args):
     )
     from bert4long.training.metrics import EpochScores
 
-    check_finetune_arguments(args)
     keras.utils.set_random_seed(args.seed)
     tokenizer = tokenizer_for(args)
     print(describe_tokenizer(tokenizer, args), flush=True)
     read = {"classify": _classification_data, "tokens": _tagging_data, "multilabel": _multilabel_data}[args.task]
     x, y, weights, labels, _ = read(args, tokenizer, "train")
-    valid = read(args, tokenizer, "valid", labels) if args.valid else None  # checked before training
+    valid, test = (read(args, tokenizer, option, labels) if getattr(args, option) else None   # checked before training
+                   for option in ("valid", "test"))
     weight_of = class_weights(args.class_weight, labels, y)
-    earlier = _earlier_epochs(args.out)
+    earlier = _earlier_scores(args.out)
     steps_per_epoch = max(1, len(x) // args.batch_size)
     if args.steps is None:
         args.steps = (args.epochs or DEFAULT_EPOCHS) * steps_per_epoch
@@ -409,22 +480,33 @@ def run_finetune(args):
         settings["global_cls"] = False
     if args.task == "multilabel":
         settings["multilabel_loss"] = args.multilabel_loss or "bce"
-    record = MetricsRecord(model, valid, labels, args, pad, buckets, steps_per_epoch, earlier, threshold_mode(args))
-    epochs = EpochScores(steps_per_epoch, record.epoch_done)
+    record = MetricsRecord(model, (valid, test), labels, args, pad, buckets, steps_per_epoch, earlier,
+                           threshold_mode(args))
+    epochs = EpochScores(steps_per_epoch, record.epoch_done, args.eval_every, record.step_done)
     start_writing(args)
     summary = fit_resumable(model, batches, args.steps, args.out, settings, save_every=args.save_every,
                             verbose=0 if args.quiet else "auto", accept_changes=args.accept_changes,
-                            on_save=saved_line, callbacks=[estimate, epochs], keep=args.keep_checkpoints)
+                            on_save=saved_line, callbacks=[estimate, epochs], keep=max(1, args.keep_checkpoints),
+                            epoch_steps=steps_per_epoch)
     rows = [("steps", f"{summary['start_step']} -> {summary['steps']}"), *record.finish(summary)]
-    path = os.path.join(args.out, MODEL_FILES[args.task])
-    save_final_model(model, path)
+    path = record.model_path
     tokenizer_names = copy_tokenizer(args, args.out)
     write_text_atomically(os.path.join(args.out, SETTINGS_FILE),
                           json.dumps({**_finetune_record(args, settings, optimizer, steps_per_epoch),
                                       **record.decision()}, indent=2))
     rows.append(("files", f"{path}, {SETTINGS_FILE}, {', '.join(tokenizer_names)} "
                           f"(bert4long predict --run {args.out})"))
+    rows.append(("checkpoints", _finished_checkpoints(args.keep_checkpoints, summary["checkpoints"])))
     print_summary(rows)
+
+
+def _finished_checkpoints(keep, folder):
+    """Once the run's files are written: remove the resumable ``folder`` with ``--keep-checkpoints 0``; the summary
+    row that says what stays."""
+    if keep or not os.path.isdir(folder):
+        return f"{folder} (--keep-checkpoints 0 removes them after the run)"
+    remove_written(folder)
+    return "removed (--keep-checkpoints 0): the run cannot be resumed or extended"
 
 
 def _finetune_record(args, settings, optimizer, steps_per_epoch):
@@ -444,131 +526,185 @@ def _finetune_record(args, settings, optimizer, steps_per_epoch):
             "valid": os.path.abspath(args.valid) if args.valid else None,
             "labels_file": os.path.abspath(args.labels) if args.labels else None, "global_cls": args.global_cls,
             "allow_one_class": args.allow_one_class, "errors": args.errors, "jit_compile": not args.no_xla,
-            "distribute": args.distribute, "save_every": args.save_every}
+            "distribute": args.distribute, "save_every": args.save_every, "eval_every": args.eval_every,
+            "test": os.path.abspath(args.test) if args.test else None, "keep_checkpoints": args.keep_checkpoints}
 
 
 class MetricsRecord:
-    """The scores of ``valid`` (a reader's tuple, or None) after every epoch, printed, written to ``metrics.json`` in
-    the run folder (the epochs of an earlier, resumed run are kept) with the epoch whose weights are kept and the
-    metric that chose it, and plotted in ``logs/validation`` (TensorBoard, when installed; step: the epoch);
-    ``valid`` is read in batches by length, padded to ``buckets``."""
+    """The scores of ``valid`` (a reader's tuple, or None) after every epoch and, with --eval-every, every that many
+    steps between, printed, written to ``metrics.json`` in the run folder (``epochs``, and ``evaluations`` between
+    them, each with its training ``step``; those of an earlier, resumed run kept) with the evaluation whose weights are
+    kept and the metric that chose it, and plotted in ``logs/validation`` (TensorBoard, when installed; step: the
+    training step). The best evaluation's weights are written as the run's model file when scored, the one copy of
+    the kept weights. ``test`` (a reader's tuple) is scored once at the end, with the kept weights, never for choosing
+    them. Sets are read in batches by length, padded to ``buckets``."""
 
-    def __init__(self, model, valid, labels, args, pad_id, buckets, steps_per_epoch, earlier, threshold=None):
+    def __init__(self, model, sets, labels, args, pad_id, buckets, steps_per_epoch, earlier, threshold=None):
         from bert4long.data.length_batches import padded_shapes
 
-        self.model, self.valid, self.labels, self.args, self.threshold = model, valid, labels, args, threshold
-        self.steps_per_epoch = steps_per_epoch
-        self.shapes = padded_shapes(valid[0], pad_id, buckets) if valid is not None else None
+        self.model, (self.valid, self.test), self.labels, self.args = model, sets, labels, args
+        self.threshold, self.steps_per_epoch = threshold, steps_per_epoch
+        self.shapes = {name: padded_shapes(data[0], pad_id, buckets) for name, data in zip(("valid", "test"), sets)
+                       if data is not None}
         self.path = os.path.join(args.out, METRICS_FILE)
+        self.model_path = os.path.join(args.out, MODEL_FILES[args.task])
         self.record = {"task": args.task, "select_metric": args.select_metric, "selected_epoch": None,
-                       "epochs": earlier, "final": None}
+                       "selected_step": None, **earlier, "final": None, "test": None}
         self.log = None
 
     def scores(self):
+        """The scores of ``valid`` with the model's weights now."""
+        return self.scores_of(self.valid, self.shapes["valid"], self.threshold)
+
+    def scores_of(self, data, shapes, threshold):
         from bert4long.training.metrics import scores_from_ids, tuned_multilabel_scores
 
-        vx, vy, vw, _, owner = self.valid
-        if self.threshold is not None:   # multi-label: the threshold is chosen (or given) with the scores
-            probabilities = predicted_ids(self.model, vx, self.shapes, self.args.batch_size, sigmoid)
-            return tuned_multilabel_scores(vy, probabilities, self.labels, self.args.select_metric, self.threshold)
-        return scores_from_ids(predicted_ids(self.model, vx, self.shapes, self.args.batch_size), vy, self.labels, vw,
+        x, y, weights, _, owner = data
+        if threshold is not None:   # multi-label: the threshold is chosen (or given) with the scores
+            probabilities = predicted_ids(self.model, x, shapes, self.args.batch_size, sigmoid)
+            return tuned_multilabel_scores(y, probabilities, self.labels, self.args.select_metric, threshold)
+        return scores_from_ids(predicted_ids(self.model, x, shapes, self.args.batch_size), y, self.labels, weights,
                                owner)
 
     def decision(self):
-        """What a multi-label run decides with (``{}`` for other tasks): ``threshold``, the kept epoch's (or the
+        """What a multi-label run decides with (``{}`` for other tasks): ``threshold``, the kept evaluation's (or the
         fixed one), and ``threshold_option``, how it was chosen; recorded in finetune.json and metrics.json."""
         if self.threshold is None:
             return {}
         chosen = self.record["final"]["threshold"] if self.record["final"] else self.threshold
         return {"threshold": chosen, "threshold_option": self.threshold}
 
+    def step_of(self, entry):
+        return entry.get("step", entry["epoch"] * self.steps_per_epoch)   # (a run from before steps were recorded)
+
+    def _enter(self, key, entry, line):
+        """Record ``entry`` under ``key`` (those at or after its step dropped: a resumed run scores them again),
+        print ``line`` with whether it is the best so far (its weights then written as the model file)."""
+        step = self.step_of(entry)
+        for name in ("epochs", "evaluations"):
+            self.record[name] = [e for e in self.record[name] if self.step_of(e) < step]
+        self.record[key].append(entry)
+        best = self.best()
+        if best is not None and best is entry:
+            save_final_model(self.model, self.model_path)
+            line += f" (best {self.args.select_metric} so far)"
+        elif best is not None and entry.get("valid", {}).get(self.args.select_metric) == \
+                best["valid"][self.args.select_metric]:
+            line += f" (equal to {_entry_name(best)}'s {self.args.select_metric}: no improvement)"
+        return best, line
+
     def epoch_done(self, epoch, train_logs):
-        entry = {"epoch": epoch, "train": train_logs}
+        entry = {"epoch": epoch, "step": epoch * self.steps_per_epoch, "train": train_logs}
         line = (f"epoch {epoch}: train loss {train_logs.get('loss', float('nan')):.4f}, accuracy "
                 f"{train_logs.get('accuracy', float('nan')):.1%} ({train_logs['seconds']:.0f} s)")
         if self.valid is not None:
             entry["valid"] = scores = self.scores()
             line += "; valid " + _headline(scores)
-            self.plot(epoch, scores)
-        self.record["epochs"] = [e for e in self.record["epochs"] if e["epoch"] < epoch] + [entry]
-        best = self.best_epoch()
-        if best is not None and best["epoch"] == epoch:
-            atomic_write(os.path.join(self.args.out, BEST_FILE), weights_only(self.model).save_weights,
-                         suffix=".weights.h5")   # (the weights alone: a third of the model's save_weights)
-            line += f" (best {self.args.select_metric} so far)"
-        elif best is not None:
-            if entry.get("valid", {}).get(self.args.select_metric) == best["valid"][self.args.select_metric]:
-                line += f" (equal to epoch {best['epoch']}'s {self.args.select_metric}: no improvement)"
-            if self.args.early_stopping and epoch - best["epoch"] >= self.args.early_stopping:
-                line += f"; no better {self.args.select_metric} for {epoch - best['epoch']} epochs: early stop"
-                self.model.stop_training = True
+            self.plot(entry["step"], scores)
+        best, line = self._enter("epochs", entry, line)
+        if best is not None and best is not entry and self.args.early_stopping \
+                and epoch - best["epoch"] >= self.args.early_stopping:
+            line += f"; no better {self.args.select_metric} for {epoch - best['epoch']:g} epochs: early stop"
+            self.model.stop_training = True
         print(("" if self.args.quiet else "\n") + line, flush=True)   # (after a progress bar's line)
         self._write()
 
-    def best_epoch(self):
-        """The scored epoch with the highest --select-metric (the first of equals: a tie is no improvement), or None."""
-        scored = [e for e in self.record["epochs"] if "valid" in e]
+    def step_done(self, step, train_logs):
+        """--eval-every: the scores of ``valid`` at ``step`` (no epoch's end), considered for the kept weights."""
+        entry = {"step": step, "epoch": round(step / self.steps_per_epoch, 4), "train": train_logs,
+                 "valid": self.scores()}
+        self.plot(step, entry["valid"])
+        _, line = self._enter("evaluations", entry, f"{_entry_name(entry)}: valid {_headline(entry['valid'])}")
+        print(("" if self.args.quiet else "\n") + line, flush=True)
+        self._write()
+
+    def best(self):
+        """The evaluation (an epoch's, or one between) with the highest --select-metric, the first of equals by step
+        (a tie is no improvement), or None."""
+        scored = sorted((e for e in self.record["epochs"] + self.record["evaluations"] if "valid" in e),
+                        key=self.step_of)
         return max(scored, key=lambda e: e["valid"][self.args.select_metric]) if scored else None
 
-    def plot(self, epoch, scores):
-        """``scores``' numbers (`score_scalars`) at step ``epoch`` in ``logs/validation``, when TensorBoard is there."""
+    def plot(self, step, scores):
+        """``scores``' numbers (`score_scalars`) at training step ``step`` in ``logs/validation``, when TensorBoard is
+        there."""
         from bert4long.training.loop import ScalarLog, tensorboard_installed
         from bert4long.training.metrics import score_scalars
 
         if self.log is None and tensorboard_installed():
             self.log = ScalarLog(os.path.join(self.args.out, "logs", "validation"))
         if self.log is not None:
-            self.log.write(epoch, score_scalars(scores))
+            self.log.write(step, score_scalars(scores))
 
     def finish(self, summary):
-        """Summary rows; records the kept epoch and, with ``valid``, its scores as the final ones (`keep_best`)."""
+        """Summary rows; writes the model file with the kept weights (the last ones, or with ``valid`` the best
+        evaluation's: `keep_best`), records them, then scores ``test`` with them."""
         from bert4long.training.metrics import format_scores
 
-        last = self.record["epochs"][-1]["train"] if self.record["epochs"] else summary["logs"]
+        epochs = self.record["epochs"]
+        last = epochs[-1]["train"] if epochs else summary["logs"]
         rows = [("train accuracy (last epoch)", f"{last.get('accuracy', float('nan')):.1%}")]
         epoch = summary["steps"] / self.steps_per_epoch
-        self.record["selected_epoch"] = int(epoch) if epoch % 1 == 0 else epoch   # (the last weights)
+        self.record["selected_epoch"] = int(epoch) if epoch % 1 == 0 else round(epoch, 4)   # (the last weights)
+        self.record["selected_step"] = summary["steps"]
         if self.valid is not None:
-            self.record["final"] = scores = self.keep_best(epoch)
-            print("\nvalidation (final weights)\n" + format_scores(scores), flush=True)
+            self.record["final"] = scores = self.keep_best(summary["steps"])
+            print("\nvalidation (kept weights)\n" + format_scores(scores), flush=True)
             rows.append(("validation", _headline(scores)))
+        else:
+            save_final_model(self.model, self.model_path)
         if self.log is not None:
             self.log.close()
         self.record.update(self.decision())
+        if self.test is not None:
+            chosen = self.decision().get("threshold")
+            self.record["test"] = scores = self.scores_of(self.test, self.shapes["test"], chosen)
+            print(f"\ntest ({self.args.test}, kept weights; not used to choose them)\n" + format_scores(scores),
+                  flush=True)
+            rows.append(("test", _headline(scores)))
         self._write()
         return [*rows, ("metrics", self.path)]
 
-    def keep_best(self, epoch):
-        """The scores of the weights kept: the best epoch's (its weights loaded) unless the last weights (those of
-        ``epoch``, maybe mid-epoch) beat it on --select-metric (an equal score does not: the first of equals is
-        kept). Weights an epoch's scores hold are not scored again: only a run ending mid-epoch is scored here."""
-        best, metric = self.best_epoch(), self.args.select_metric
-        path = os.path.join(self.args.out, BEST_FILE)
-        scored = [e["valid"] for e in self.record["epochs"] if e["epoch"] == epoch and "valid" in e]
+    def keep_best(self, step):
+        """The scores of the weights kept, which the model file holds: the best evaluation's (its weights loaded)
+        unless the last weights (those of ``step``, maybe not evaluated yet) beat it on --select-metric (an equal
+        score does not: the first of equals is kept). Weights already scored are not scored again."""
+        best, metric = self.best(), self.args.select_metric
+        scored = [e["valid"] for e in self.record["epochs"] + self.record["evaluations"]
+                  if self.step_of(e) == step and "valid" in e]
         last = scored[0] if scored else self.scores()
-        if best is None or best["epoch"] == epoch or not os.path.isfile(path) or best["valid"][metric] < last[metric]:
+        if best is None or self.step_of(best) == step or not os.path.isfile(self.model_path) \
+                or best["valid"][metric] < last[metric]:
+            save_final_model(self.model, self.model_path)
             return last
-        weights_only(self.model).load_weights(path)   # (also reads an earlier file holding the optimizer's state)
-        print(f"kept epoch {best['epoch']}'s weights: {metric} {best['valid'][metric]:.3f} (the last weights: "
+        weights_only(self.model).load_weights(self.model_path)
+        print(f"kept {_entry_name(best)}'s weights: {metric} {best['valid'][metric]:.3f} (the last weights: "
               f"{last[metric]:.3f})", flush=True)
-        self.record["selected_epoch"] = best["epoch"]
+        self.record["selected_epoch"], self.record["selected_step"] = best["epoch"], self.step_of(best)
         return best["valid"]
 
     def _write(self):
         write_text_atomically(self.path, json.dumps(self.record, indent=2))
 
 
-def _earlier_epochs(out):
-    """The epochs ``out``'s metrics.json records (a run resumed; ``[]`` without one), refused naming the file when
-    it is not what `MetricsRecord` writes."""
+def _entry_name(entry):
+    """``epoch 2``, or ``step 5 (epoch 1.6667)`` for an evaluation between epochs."""
+    return f"epoch {entry['epoch']}" if entry["epoch"] % 1 == 0 else f"step {entry['step']} (epoch {entry['epoch']:g})"
+
+
+def _earlier_scores(out):
+    """The ``epochs`` and ``evaluations`` ``out``'s metrics.json records (a run resumed; empty without one), refused
+    naming the file when it is not what `MetricsRecord` writes."""
     path = os.path.join(out, METRICS_FILE)
     if not os.path.isfile(path):
-        return []
+        return {"epochs": [], "evaluations": []}
     try:
         with open(path, encoding="utf-8") as f:
-            epochs = json.load(f).get("epochs", [])
-        if all(isinstance(e, dict) and _is_count(e.get("epoch")) for e in epochs):
-            return epochs
+            record = json.load(f)
+        earlier = {"epochs": record.get("epochs", []), "evaluations": record.get("evaluations", [])}
+        if all(isinstance(e, dict) and _is_count(e.get("epoch")) for e in earlier["epochs"]) and all(
+                isinstance(e, dict) and _is_count(e.get("step")) for e in earlier["evaluations"]):
+            return earlier
     except (ValueError, AttributeError, TypeError):   # not JSON, not an object, epochs not a list
         pass
     raise ValueError(f"{path} is not the metrics.json `bert4long finetune` writes: restore it, or delete it (the "

@@ -1,4 +1,4 @@
-"""`fit_resumable`: Keras ``model.fit`` in checkpointed intervals, resumable after any interruption."""
+"""`fit_resumable`: one Keras ``model.fit`` checkpointed by a callback, resumable after any interruption."""
 import contextlib
 import glob
 import importlib.util
@@ -49,39 +49,97 @@ class ScalarLog:
         self.writer.close()
 
 
-class EpochSummaries(keras.callbacks.Callback):
-    """TensorBoard's epoch scalars (``epoch_loss``, ..., ``epoch_learning_rate``) in ``folder``, one `ScalarLog` per
+class SpanSummaries(keras.callbacks.Callback):
+    """TensorBoard's training scalars (``epoch_loss``, ..., ``epoch_learning_rate``) in ``folder`` at the end of every
+    span of ``span`` steps (an epoch, or a checkpoint interval), at the global training step, one `ScalarLog` per
     ``fit``."""
 
-    def __init__(self, folder: str) -> None:
+    def __init__(self, folder: str, start: int, span: int) -> None:
         super().__init__()
-        self.folder = folder
+        self.folder, self.step, self.span = folder, start, span
         self.log = None
 
     def on_train_begin(self, logs=None):
         self.log = ScalarLog(self.folder)
 
-    def on_epoch_end(self, epoch, logs=None):
-        rate = float(keras.ops.convert_to_numpy(self.model.optimizer.learning_rate))
-        self.log.write(epoch, {f"epoch_{name}": value for name, value in {**(logs or {}), "learning_rate": rate}.items()})
+    def on_train_batch_end(self, batch, logs=None):
+        self.step += 1
+        if self.step % self.span == 0:
+            rate = float(keras.ops.convert_to_numpy(self.model.optimizer.learning_rate))
+            scalars = {**{k: float(v) for k, v in (logs or {}).items()}, "learning_rate": rate}
+            self.log.write(self.step, {f"epoch_{name}": value for name, value in scalars.items()})
 
     def on_train_end(self, logs=None):
         self.log.close()
 
 
+class Progress(keras.callbacks.Callback):
+    """The run's one clock: at the start of each span of ``span`` steps a line (``epoch 2/5: steps 166-330 of 825``
+    where the spans are epochs, else ``steps 101-200 of 1000``), then a Keras progress bar over the span's steps
+    (``verbose`` 1: redrawn in place; 2: one line at its end; 0: nothing). The compiled metrics restart with each
+    span, so the bar (and a callback reading the logs at a span's end) gives that span's means. Keras's own counter
+    is off (``fit(verbose=0)``): the run is one Keras epoch, its steps counted here."""
+
+    def __init__(self, start: int, steps: int, span: int, epochs: bool, verbose: int) -> None:
+        super().__init__()
+        self.step, self.steps, self.span, self.epochs, self.verbose = start, steps, span, epochs, verbose
+        self.bar, self.first = None, None
+
+    def on_train_batch_begin(self, batch, logs=None):
+        if self.first is not None:
+            return
+        self.first = self.step - self.step % self.span + 1
+        if batch:   # (Keras reset them at the run's start)
+            self.model.reset_metrics()
+        last = min(self.first + self.span - 1, self.steps)
+        head = f"steps {self.first}-{last} of {self.steps}"
+        if self.epochs:
+            head = f"epoch {self.step // self.span + 1}/{math.ceil(self.steps / self.span)}: {head}"
+        _log(head, self.verbose)
+
+    def on_train_batch_end(self, batch, logs=None):
+        self.step += 1
+        logs = {k: float(v) for k, v in (logs or {}).items()}
+        if self.verbose and self.bar is None:
+            self.bar = keras.utils.Progbar(min(self.first + self.span - 1, self.steps) - self.first + 1,
+                                           verbose=self.verbose, stateful_metrics=list(logs), unit_name="step")
+        if self.bar is not None:
+            self.bar.update(self.step - self.first + 1, list(logs.items()))
+        if self.step % self.span == 0 or self.step == self.steps:
+            self.bar, self.first = None, None
+
+
+class Checkpoints(keras.callbacks.Callback):
+    """Saves the training state (`RunDirectory.save`) every ``save_every`` steps, at every epoch's end (``epoch_steps``)
+    and at ``steps``, after the callbacks before it ran: a step where one of them stopped the run (early stopping;
+    not ``stopper``'s signal) is saved and recorded as stopped. Nothing is saved after a non-finite loss (``guard``)."""
+
+    def __init__(self, save: Callable[[int, dict], None], start: int, steps: int, save_every: int,
+                 epoch_steps: int | None, guard: "_StopOnNonFinite", stopper: "StopOnSignal") -> None:
+        super().__init__()
+        self.save, self.step, self.steps, self.save_every = save, start, steps, save_every
+        self.epoch_steps, self.guard, self.stopper = epoch_steps, guard, stopper
+        self.logs = {}
+
+    def on_train_batch_end(self, batch, logs=None):
+        self.step += 1
+        if self.guard.bad_step is not None:
+            return
+        self.logs = {k: float(v) for k, v in (logs or {}).items()}
+        early = bool(self.model.stop_training) and self.stopper.received is None
+        epoch_end = bool(self.epoch_steps) and self.step % self.epoch_steps == 0
+        if self.save_every and (self.step % self.save_every == 0 or epoch_end or self.step == self.steps or early):
+            self.save(self.step, {"logs": self.logs, **({"stopped_early": True} if early else {})})
+
+
 class StopOnSignal(keras.callbacks.Callback):
-    """Ask ``fit`` to stop at the next step boundary once `received` is set; count the steps done."""
+    """Ask ``fit`` to stop at the next step boundary once `received` is set."""
 
     def __init__(self) -> None:
         super().__init__()
         self.received = None
-        self.batches = 0
-
-    def on_train_begin(self, logs=None):
-        self.batches = 0
 
     def on_train_batch_end(self, batch, logs=None):
-        self.batches = batch + 1
         if self.received is not None:
             self.model.stop_training = True
 
@@ -173,8 +231,9 @@ def fit_resumable(
     keep: int = 2,
     accept_changes: bool = False,
     on_save: Callable[[int, str], None] | None = None,
+    epoch_steps: int | None = None,
 ) -> dict[str, Any]:
-    """Train ``model`` (compiled) for ``steps`` batches, checkpointing every ``save_every``.
+    """Train ``model`` (compiled) for ``steps`` batches, checkpointing every ``save_every`` and at every epoch's end.
 
     ``make_dataset(start_step)`` must return the (endless) batches from
     ``start_step`` on. If ``out_dir`` already holds a state of this ``config``,
@@ -187,13 +246,14 @@ def fit_resumable(
     checkpoint there and raises `TrainingInterrupted`. While it checkpoints, the
     run holds ``out_dir``'s lock (`RunLock`): a second run on the same folder is
     refused. ``save_every=0`` never checkpoints (e.g. on non-chief workers); ``keep``
-    complete states are kept (1: only the last). ``verbose='auto'`` draws a progress bar
-    on a terminal and one plain line per interval otherwise (`progress_verbosity`).
-    ``on_save(step, directory)`` is called after every checkpoint written (the
-    CLI prints a line, even when quiet).
+    complete states are kept (1: only the last). ``epoch_steps``: the steps of an epoch, the unit the progress
+    lines count in (`Progress`: ``epoch 2/5: steps ...``; without it, ``save_every`` steps) and a checkpoint at each
+    epoch's end; the whole run is one ``model.fit``, so Keras's own epoch counter never speaks. ``verbose='auto'``
+    draws a progress bar on a terminal and one plain line per epoch (or interval) otherwise (`progress_verbosity`).
+    ``on_save(step, directory)`` is called after every checkpoint written (the CLI prints a line, even when quiet).
 
     Returns a dict: ``start_step``, ``steps`` (the step reached: fewer than asked when a callback stopped
-    the run), ``seconds``, ``tokens_per_second``, ``logs`` (the last interval's Keras logs).
+    the run), ``seconds``, ``tokens_per_second``, ``logs`` (the last step's Keras logs), ``checkpoints``.
 
     Example:
     >>> from bert4long.training import fit_resumable
@@ -203,16 +263,13 @@ def fit_resumable(
     run = RunDirectory(out_dir, config, keep=keep, accept_changes=accept_changes)
     verbose = progress_verbosity(verbose)
     with (RunLock(run.out_dir) if save_every else contextlib.nullcontext()), signals_to(StopOnSignal()) as stopper:
-        return _fit_intervals(model, make_dataset, steps, run, save_every, tokens_per_step, [stopper, *callbacks],
-                              verbose, tensorboard, on_save)
+        return _fit_run(model, make_dataset, steps, run, save_every, tokens_per_step, [stopper, *callbacks],
+                        verbose, tensorboard, on_save, epoch_steps)
 
 
-def _fit_intervals(model, make_dataset, steps, run, save_every, tokens_per_step, callbacks, verbose, tensorboard,
-                   on_save):
-    stopper = callbacks[0]
-    optimizer = model.optimizer
-    optimizer.build(model.trainable_variables)
-    checkpoint = tf.train.Checkpoint(model=model, optimizer=optimizer)
+def _start_step(run, checkpoint, steps):
+    """The step the run goes on from (its newest state restored into ``checkpoint``), and ``steps``, or the step
+    reached when the saved run was stopped early (nothing left to train)."""
     start = run.restore(checkpoint)
     if start > steps:
         raise ValueError(f"This run in {run.out_dir!r} has already done {start} steps, more than --steps {steps}: "
@@ -221,53 +278,53 @@ def _fit_intervals(model, make_dataset, steps, run, save_every, tokens_per_step,
     if start and run.state_record(start).get("stopped_early"):
         print(f"this run stopped early at step {start} (a callback ended it, such as early stopping): nothing left "
               "to train; choose a new --out folder to train again", flush=True)
-        steps = start
-    elif start:
+        return start, start
+    if start:
         print(f"resumed from step {start} ({run.directory})", flush=True)
-    interval = save_every if save_every else steps
+    return start, steps
+
+
+def _fit_run(model, make_dataset, steps, run, save_every, tokens_per_step, callbacks, verbose, tensorboard, on_save,
+             epoch_steps):
+    stopper = callbacks[0]
+    optimizer = model.optimizer
+    optimizer.build(model.trainable_variables)
+    checkpoint = tf.train.Checkpoint(model=model, optimizer=optimizer)
+    start, steps = _start_step(run, checkpoint, steps)
+
+    def save(step, extra):
+        run.save(checkpoint, step, extra=extra)
+        if on_save is not None:
+            on_save(step, run.directory)
+
+    span = epoch_steps or save_every or steps
     guard = _StopOnNonFinite()
-    extra = [guard, *callbacks]
+    saver = Checkpoints(save, start, steps, save_every, epoch_steps, guard, stopper)
+    extra = [stopper, guard, Progress(start, steps, span, bool(epoch_steps), verbose), *callbacks[1:]]
     if tensorboard and not tensorboard_installed():
         _log("TensorBoard logs skipped: pip install tensorboard to get them.", verbose)
     elif tensorboard:
-        extra.append(EpochSummaries(os.path.join(run.out_dir, "logs", "train")))
-    logs, begin, step = {}, time.perf_counter(), start
-    while step < steps and stopper.received is None:
-        length = min(interval - step % interval, steps - step)
-        epoch = step // interval
-        _log(f"steps {step + 1}-{step + length} of {steps}", verbose)
-        if needs_custom_loop(model):
-            losses = fit_distributed(model, make_dataset(step), length)["loss"]
-            history = keras.callbacks.History()
-            history.history = {"loss": losses}
-            bad = [i for i, loss in enumerate(losses) if not np.isfinite(loss)]
-            guard.bad_step = step + bad[0] + 1 if bad else None
-        else:
-            history = model.fit(make_dataset(step), steps_per_epoch=length, initial_epoch=epoch, epochs=epoch + 1,
-                                callbacks=extra, verbose=verbose, shuffle=False)
-            length = stopper.batches   # fewer when a signal stopped the interval early
-        if guard.bad_step is not None:
-            last = run.latest_step()
-            raise TrainingDiverged(
-                f"The loss became NaN/inf at step {guard.bad_step}; training stopped. "
-                + (f"The last good checkpoint (step {last}) is kept in {run.directory!r}. " if last is not None
-                   else "No checkpoint had been written yet. ")
-                + "Lower --learning-rate (or enable gradient clipping) and run again."
-            )
-        step += length
-        logs = {k: float(v[-1]) for k, v in history.history.items()}
-        early = bool(getattr(model, "stop_training", False))  # a callback (early stopping) ended the run
-        if save_every and (step % interval == 0 or step == steps or early):
-            run.save(checkpoint, step, extra={"logs": logs, **({"stopped_early": True} if early else {})})
-            if on_save is not None:
-                on_save(step, run.directory)
-        if early:
-            break
+        extra.append(SpanSummaries(os.path.join(run.out_dir, "logs", "train"), start, span))
+    begin = time.perf_counter()
+    if start >= steps:
+        step = start
+    elif needs_custom_loop(model):
+        step = _fit_custom(model, make_dataset, start, steps, save_every or steps, guard, saver)
+    else:
+        model.fit(make_dataset(start), steps_per_epoch=steps - start, epochs=1, callbacks=[*extra, saver], verbose=0,
+                  shuffle=False)
+        step = saver.step
+    if guard.bad_step is not None:
+        last = run.latest_step()
+        raise TrainingDiverged(
+            f"The loss became NaN/inf at step {guard.bad_step}; training stopped. "
+            + (f"The last good checkpoint (step {last}) is kept in {run.directory!r}. " if last is not None
+               else "No checkpoint had been written yet. ")
+            + "Lower --learning-rate (or enable gradient clipping) and run again."
+        )
     if stopper.received is not None:
         if save_every and run.latest_step() != step:
-            run.save(checkpoint, step, extra={"logs": logs})
-            if on_save is not None:
-                on_save(step, run.directory)
+            save(step, {"logs": saver.logs})
         raise TrainingInterrupted(
             f"{signal_name(stopper.received)} received: stopped after step {step} of {steps} and "
             + (f"saved a checkpoint in {run.directory!r}; run the same command again to resume."
@@ -280,6 +337,24 @@ def _fit_intervals(model, make_dataset, steps, run, save_every, tokens_per_step,
         "steps": step,
         "seconds": seconds,
         "tokens_per_second": (done * tokens_per_step / seconds) if tokens_per_step and done else math.nan,
-        "logs": logs,
+        "logs": saver.logs,
         "checkpoints": run.directory,
     }
+
+
+def _fit_custom(model, make_dataset, start, steps, interval, guard, saver):
+    """`fit_distributed` in intervals of ``interval`` steps from ``start``, each ended by ``saver`` (`Checkpoints`);
+    stops at a non-finite loss (``guard.bad_step``) or a signal (``saver.stopper``). Returns the step reached."""
+    step = start
+    while step < steps and saver.stopper.received is None:
+        length = min(interval - step % interval, steps - step)
+        losses = fit_distributed(model, make_dataset(step), length)["loss"]
+        bad = [i for i, loss in enumerate(losses) if not np.isfinite(loss)]
+        if bad:
+            guard.bad_step = step + bad[0] + 1
+            return step
+        step += length
+        saver.step, saver.logs = step, {"loss": losses[-1]}
+        if saver.save_every:
+            saver.save(step, {"logs": saver.logs})
+    return step

@@ -222,35 +222,35 @@ def score_scalars(scores: dict) -> dict[str, float]:
 
 
 class EpochScores(keras.callbacks.Callback):
-    """Calls ``on_epoch(epoch, train_logs)`` after every ``steps_per_epoch`` training batches; the compiled metrics
-    restart at each epoch's start, so ``train_logs`` (loss, accuracy) are that epoch's, not a mean over the run.
+    """Calls ``on_epoch(epoch, train_logs)`` after every ``steps_per_epoch`` training batches and, with ``every``,
+    ``on_step(step, train_logs)`` after every ``every`` batches that end no epoch (an epoch's end is scored once);
+    ``train_logs`` (loss, accuracy) are the epoch's so far (`fit_resumable` restarts the compiled metrics at each
+    epoch's start), with ``seconds``, the epoch's time so far.
 
-    ``start(step)`` tells it the global step the next ``fit`` starts from (a resumed run, a checkpoint interval).
+    ``start(step)`` tells it the global step the ``fit`` starts from (a resumed run).
     """
 
-    def __init__(self, steps_per_epoch: int, on_epoch: Callable[[int, dict], None]):
+    def __init__(self, steps_per_epoch: int, on_epoch: Callable[[int, dict], None], every: int | None = None,
+                 on_step: Callable[[int, dict], None] | None = None):
         super().__init__()
         self.steps_per_epoch, self.on_epoch, self.step = max(1, int(steps_per_epoch)), on_epoch, 0
-        self.epoch_began, self.restart = None, False
+        self.every, self.on_step = every, on_step
+        self.epoch_began = None
 
     def start(self, step):
         self.step = int(step)
-
-    def on_train_batch_begin(self, batch, logs=None):
-        if self.restart:  # (not at the epoch's last batch: Keras's end-of-fit logs read the metrics again)
-            self.model.reset_metrics()
-            self.restart = False
 
     def on_train_batch_end(self, batch, logs=None):
         self.step += 1
         if self.epoch_began is None:
             self.epoch_began = time.perf_counter()
+        logs = {k: float(v) for k, v in (logs or {}).items()}
+        logs["seconds"] = time.perf_counter() - self.epoch_began
         if self.step % self.steps_per_epoch == 0:
-            logs = {k: float(v) for k, v in (logs or {}).items()}
-            logs["seconds"] = time.perf_counter() - self.epoch_began
             self.on_epoch(self.step // self.steps_per_epoch, logs)
-            self.restart = True
             self.epoch_began = time.perf_counter()
+        elif self.every and self.step % self.every == 0:
+            self.on_step(self.step, logs)
 
 
 def _table(header, rows):
