@@ -37,6 +37,14 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 # --- position study ----------------------------------------------------------------------------
 
 
+def saved_figure(fig, plt, path, report_dir, title):
+    """Write ``fig`` to ``path`` (closing it) and return the Markdown line that shows it from ``report_dir``."""
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return f"![{title}]({os.path.relpath(path, report_dir)})\n"
+
+
 def position_base_part(base, n):
     """The base model's subsection: how its head and encoder were trained, its accuracy at ``n`` tokens."""
     out = []
@@ -83,11 +91,8 @@ def position_zero_shot_part(zero, n, long, plt, figures, report_dir, tag):
         ax.set_ylabel(f"zero-shot MLM accuracy at {long} tokens (%)")
         ax.grid(alpha=0.3)
         ax.legend(fontsize=7)
-        fig.tight_layout()
-        path = os.path.join(figures, f"position_zero_shot{tag}.png")
-        fig.savefig(path, dpi=110)
-        plt.close(fig)
-        out.append(f"![Zero-shot MLM accuracy against alpha]({os.path.relpath(path, report_dir)})\n")
+        out.append(saved_figure(fig, plt, os.path.join(figures, f"position_zero_shot{tag}.png"), report_dir,
+                                "Zero-shot MLM accuracy against alpha"))
     return out
 
 
@@ -132,11 +137,8 @@ def position_training_part(runs, zero, n, long, plt, figures, report_dir, tag):
             ax.grid(alpha=0.3)
         axes[0].set_ylabel("held-out MLM accuracy (%)")
         axes[1].legend(fontsize=8)
-        fig.tight_layout()
-        path = os.path.join(figures, f"position_study{tag}.png")
-        fig.savefig(path, dpi=110)
-        plt.close(fig)
-        out.append(f"![MLM accuracy against continued pretraining steps]({os.path.relpath(path, report_dir)})\n")
+        out.append(saved_figure(fig, plt, os.path.join(figures, f"position_study{tag}.png"), report_dir,
+                                "MLM accuracy against continued pretraining steps"))
     return out
 
 
@@ -618,11 +620,8 @@ def extension_alpha_figure(studies, n, plt, figures, report_dir):
     ax.set_ylabel("zero-shot MLM accuracy (%)")
     ax.grid(alpha=0.3)
     ax.legend(fontsize=6.5)
-    fig.tight_layout()
-    path = os.path.join(figures, "position_alpha_curve.png")
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    out.append(f"![Zero-shot MLM accuracy against alpha, 2x/3x/4x]({os.path.relpath(path, report_dir)})\n")
+    out.append(saved_figure(fig, plt, os.path.join(figures, "position_alpha_curve.png"), report_dir,
+                            "Zero-shot MLM accuracy against alpha, 2x/3x/4x"))
     return out
 
 
@@ -670,11 +669,8 @@ def extension_training_figure(data, runs, base, split, n, plt, figures, report_d
     axes[1].set_title(f"positions ≥ {n}")
     axes[0].set_ylabel("held-out MLM accuracy (%)")
     axes[1].legend(fontsize=8)
-    fig.tight_layout()
-    path = os.path.join(figures, "position_training_3x.png")
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return [f"![MLM accuracy against continued MLM steps at 3x]({os.path.relpath(path, report_dir)})\n"]
+    return [saved_figure(fig, plt, os.path.join(figures, "position_training_3x.png"), report_dir,
+                         "MLM accuracy against continued MLM steps at 3x")]
 
 
 def extension_training_part(data, n, plt, figures, report_dir):
