@@ -90,9 +90,10 @@ except Exception as error:
 
 
 def test_loading_without_bert4long_fails_short_and_names_it(finetuned):
-    """A clean interpreter that did not `import bert4long`: Keras stops at the first bert4long class and prints its
-    config. The final model is a plain functional model, so that class is a layer (about 1 kB), not the whole
-    model's graph (27 kB for this 2-layer model before, 50 kB for a 12-layer one). With the import it loads."""
+    """A clean interpreter that did not register bert4long's classes: Keras stops at the first bert4long class and
+    prints its config. The final model is a plain functional model, so that class is a layer (about 1 kB), not the
+    whole model's graph (27 kB for this 2-layer model before, 50 kB for a 12-layer one). After
+    ``bert4long.register_keras_classes()`` it loads."""
     path = str(finetuned / "classifier.keras")
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     env.update(KERAS_BACKEND="tensorflow", TF_CPP_MIN_LOG_LEVEL="3")
@@ -101,6 +102,7 @@ def test_loading_without_bert4long_fails_short_and_names_it(finetuned):
     assert "Could not locate class" in bare.stdout and "'module': 'bert4long." in bare.stdout
     assert len(bare.stdout) < 2500, len(bare.stdout)
     env["PYTHONPATH"] = ROOT
-    imported = subprocess.run([sys.executable, "-c", "import bert4long\n" + LOAD, path], capture_output=True,
+    registered = "import bert4long\nbert4long.register_keras_classes()\n" + LOAD
+    imported = subprocess.run([sys.executable, "-c", registered, path], capture_output=True,
                               text=True, env=env, timeout=300)
     assert imported.returncode == 0, imported.stdout + imported.stderr[-2000:]
