@@ -37,6 +37,11 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 # --- position study ----------------------------------------------------------------------------
 
 
+def ran_as(stage, commands):
+    """The italic line saying which commands ran ``stage``, in order."""
+    return f"_{stage} ran as: " + "; then ".join(f"`{c}`" for c in commands) + "_  "
+
+
 def saved_figure(fig, plt, path, report_dir, title):
     """Write ``fig`` to ``path`` (closing it) and return the Markdown line that shows it from ``report_dir``."""
     fig.tight_layout()
@@ -151,7 +156,7 @@ def position_section(data, figures, plt, report_dir, number=1, tag=""):
                f"{long:,} tokens ({long // n}× the trained length){earlier}\n")
     out.append(stamp_line(data.get("stamp")) + "\n")
     for stage, commands in data.get("commands", {}).items():
-        out.append(f"_Stage {stage} ran as: " + "; then ".join(f"`{c}`" for c in commands) + "_  ")
+        out.append(ran_as(f"Stage {stage}", commands))
     out.append("")
     out.append(
         f"Model: {setup.get('model')}. Text: {setup.get('text')}; {setup.get('train_articles')} articles "
@@ -726,7 +731,7 @@ def extension_section(studies, figures, plt, report_dir, number, finetune=None):
     for times, data in studies.items():
         out.append(f"_{times}×:_ " + stamp_line(data.get("stamp")).replace("\n", " "))
         for stage, commands in data.get("commands", {}).items():
-            out.append(f"_{times}× stage {stage} ran as: " + "; then ".join(f"`{c}`" for c in commands) + "_  ")
+            out.append(ran_as(f"{times}× stage {stage}", commands))
     out.append("")
     out.append(
         f"Base: {setup.get('model')}, trained on every Wikipedia article except the {len(setup.get('held_out_articles', []))} "
