@@ -101,10 +101,11 @@ def bert4long_step(config, impl, length, mode):
     import numpy as np
     import tensorflow as tf
 
-    from bert4long.models import build_transformer_model, family_model_class
+    from bert4long.families import family_of_model_type
+    from bert4long.models import build_transformer_model
 
     family = config["model_type"]
-    options = family_model_class(family).from_huggingface_config(config)
+    options = family_of_model_type(family).builder_class().from_huggingface_config(config)
     ids = token_ids(config, length)
     if family == "longformer":  # the 0/1/2 mask: every token local, the first one global
         model = build_transformer_model(model=family, attention_mask_input=True, **options,

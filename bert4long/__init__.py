@@ -24,11 +24,13 @@ __version__ = "0.1.0"
 from bert4long.lazy_names import lazy_getattr
 
 # The public names and the module of each, imported on first use.
-_PUBLIC = {"MissingCheckpointVariableError": "bert4long.checkpoints", "build_transformer_model": "bert4long.models",
-           "Tokenizer": "bert4long.tokenizers", "load_vocab": "bert4long.tokenizers"}
-# Keras registers a class when its module runs: these modules import every one that defines a class.
-_REGISTERING = ("attention", "layers", "longformer", "masked_lm_model", "modernbert", "optimizers", "recurrence",
-                "training.finetune")
+_PUBLIC = {"MissingCheckpointVariableError": "bert4long.checkpoints.tf_format",
+           "build_transformer_model": "bert4long.models", "Tokenizer": "bert4long.tokenizers",
+           "load_vocab": "bert4long.tokenizers"}
+# Keras registers a class when its module runs: these modules and every family's builder module import every
+# one that defines a class.
+_REGISTERING = ("bert4long.attention", "bert4long.layers", "bert4long.models.masked_lm", "bert4long.optimizers",
+                "bert4long.recurrence", "bert4long.training.finetune")
 __all__ = sorted(_PUBLIC) + ["register_keras_classes"]
 
 
@@ -42,8 +44,10 @@ def register_keras_classes():
     >>> keras.saving.get_registered_object("bert4long>HierarchicalPositionEmbedding").__name__
     'HierarchicalPositionEmbedding'
     """
-    for name in _REGISTERING:
-        importlib.import_module(f"bert4long.{name}")
+    from bert4long.families import FAMILIES
+
+    for module in _REGISTERING + tuple(declared.builder.split(":")[0] for declared in FAMILIES):
+        importlib.import_module(module)
 
 
 _public_name = lazy_getattr(__name__, _PUBLIC)

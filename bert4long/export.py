@@ -20,7 +20,7 @@ from collections.abc import Sequence
 import keras
 import tensorflow as tf
 
-from bert4long.checked_model import input_limits
+from bert4long.models.checked import input_limits
 from bert4long.outputs import OutputFolder
 from bert4long.text_serving import check_raw_text_options, raw_text_serving
 from bert4long.tokenizers.wordpiece import Tokenizer

@@ -8,7 +8,7 @@ import os
 
 import numpy as np
 
-from bert4long.checkpoints import write_checkpoint
+from bert4long.checkpoints.tf_format import write_checkpoint
 
 TINY_CONFIG = {
     "vocab_size": 64,

@@ -105,8 +105,8 @@ def encoder_for(strategy, args, length):
 def folder_encoder(folder, length):
     """The encoder of a Google-layout folder for ``length`` tokens: its recorded position extension, else
     hierarchical positions (alpha 0.4) when ``length`` exceeds its trained positions."""
+    from bert4long.checkpoints.source import resolve_source
     from bert4long.models import build_transformer_model
-    from bert4long.source import resolve_source
 
     source = resolve_source(checkpoint=os.path.join(folder, "bert_model.ckpt"),
                             config=os.path.join(folder, "bert_config.json"))

@@ -147,7 +147,7 @@ def prepare_data(tokenizer, args):
 
 def materialized_copy(args, checkpoint, length):
     """The base with its table copied to ``length`` rows, written once under --run-dir: ``(config, checkpoint)``."""
-    from bert4long.extension import extend_checkpoint
+    from bert4long.checkpoints.extension import extend_checkpoint
 
     folder = os.path.join(args.run_dir, f"{MATERIALIZED_COPY}_{length}")
     made = (os.path.join(folder, "bert_config.json"), os.path.join(folder, "bert_model.ckpt"))

@@ -5,12 +5,12 @@ import warnings
 import numpy as np
 import pytest
 
-from bert4long.checkpoints import CheckpointReader, WeightReader
-from bert4long.hf_folder import write_huggingface_folder
-from bert4long.huggingface import open_huggingface_folder
-from bert4long.model_registry import families
+from bert4long.checkpoints.hf_folder import write_huggingface_folder
+from bert4long.checkpoints.huggingface import open_huggingface_folder
+from bert4long.checkpoints.safetensors_io import SafetensorsReader
+from bert4long.checkpoints.tf_format import CheckpointReader, WeightReader
+from bert4long.families import FAMILIES
 from bert4long.models import build_transformer_model
-from bert4long.safetensors_io import SafetensorsReader
 from bert4long.testing import write_tiny_checkpoint
 
 IDS = np.array([[2, 5, 6, 7, 8, 9, 10, 11, 12, 3]], "int32")
@@ -46,7 +46,7 @@ def outputs(builder):
 def test_exactly_two_reader_implementations():
     """Every checkpoint is read through the protocol; its implementations are the TF and the safetensors reader."""
     assert subclasses(WeightReader) - {WeightReader} == {CheckpointReader, SafetensorsReader}
-    declared = {family.checkpoint for family in families()}
+    declared = {family.checkpoint for family in FAMILIES}
     assert declared == {"tf", "safetensors"}
 
 
@@ -153,9 +153,9 @@ def test_a_damaged_safetensors_file_is_named(tmp_path):
 
 
 def test_the_former_reader_names_still_work(tmp_path):
-    from bert4long.hf_folder import SafetensorsFolder, write_folder
-    from bert4long.huggingface import HuggingFaceReader
-    from bert4long.modernbert import ModernBertReader
+    from bert4long.checkpoints.hf_folder import SafetensorsFolder, write_folder
+    from bert4long.checkpoints.huggingface import HuggingFaceReader
+    from bert4long.models.modernbert import ModernBertReader
 
     builder = perturbed(build_transformer_model(model="modernbert", with_mlm=True, return_keras_model=False,
                                                 **COMMON, **OWN_NAMES["modernbert"]), 7)

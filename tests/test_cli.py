@@ -7,7 +7,7 @@ import sys
 import numpy as np
 import pytest
 
-from bert4long.checkpoints import CheckpointReader
+from bert4long.checkpoints.tf_format import CheckpointReader
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 

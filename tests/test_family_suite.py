@@ -1,4 +1,4 @@
-"""One suite for every declared family (`bert4long.model_registry.families`): build from its tiny checkpoint
+"""One suite for every declared family (`bert4long.families.families`): build from its tiny checkpoint
 (`conftest.TINY_FAMILIES`), parity with an independent reference, checkpoint and ``.keras`` round trips, one
 XLA training step (the command line's ``pretrain``, 2 steps jit-compiled) and ``mixed_float16``.
 
@@ -20,14 +20,14 @@ from numpy_bert import bert_forward, read_weights
 from numpy_families import bert_heads, electra_discriminator, encoder_forward
 
 import bert4long.training
+from bert4long.checkpoints.hf_folder import write_huggingface_folder
 from bert4long.cli import main
-from bert4long.hf_folder import write_huggingface_folder
-from bert4long.model_registry import families
+from bert4long.families import FAMILIES
 from bert4long.models import build_transformer_model
 from bert4long.tokenizers import load_tokenizer
 from bert4long.training.mlm import dtype_policy
 
-NAMES = [declared.name for declared in families()]
+NAMES = [declared.name for declared in FAMILIES]
 ATOL = RTOL = 1e-5
 LENGTH = 24  # Hugging Face folders: beyond Longformer's windows, ModernBERT's local window, BigBird's dense limit
 PRETRAIN_LENGTH = {True: 16, False: LENGTH}  # Google layout: its table's 16 rows; Hugging Face folders
@@ -47,7 +47,7 @@ def tiny(request, tiny_family):
 
 
 def family_of(tiny):
-    return next(declared for declared in families() if declared.name == tiny.name)
+    return next(declared for declared in FAMILIES if declared.name == tiny.name)
 
 
 def heads(tiny):

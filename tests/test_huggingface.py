@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 from safetensors.numpy import save_file
 
-from bert4long.huggingface import convert_huggingface_folder
+from bert4long.checkpoints.huggingface import convert_huggingface_folder
 from bert4long.models import build_transformer_model
 from bert4long.testing import TINY_CONFIG, tiny_checkpoint_variables
 

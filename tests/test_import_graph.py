@@ -7,18 +7,18 @@ import only hides a cycle, it does not remove it.
     level  room            modules
     0      foundations     bert4long.ops, bert4long.outputs, bert4long.tokenizers, bert4long.tf_startup,
                            bert4long.lazy_names, bert4long.kernel_names, bert4long.pretrained,
-                           bert4long.position_alpha, bert4long.rope_scaling
+                           bert4long.position_alpha, bert4long.rope_scaling, bert4long.families (the table)
     1      attention       bert4long.attention (kernels and MultiHeadAttention)
     2      layers          bert4long.layers
-    3      models          every other top-level module: models and model families,
-                           checkpoints and their layouts, configs, recurrence,
+    3      checkpoints     bert4long.checkpoints (both formats in and out, configs, Source, extend)
+    4      models          bert4long.models (the builders) and every other top-level module: recurrence,
                            the bert4keras facade (backend, snippets), optimizers
-    4      pipelines       bert4long.data, bert4long.training, bert4long.export,
+    5      pipelines       bert4long.data, bert4long.training, bert4long.export,
                            bert4long.text_serving, bert4long.distribute
-    5      entry points    bert4long.cli, bert4long (the package's __init__)
+    6      entry points    bert4long.cli, bert4long (the package's __init__)
 
 A new module is placed by its prefix: the longest prefix in `LEVELS` wins, and
-a top-level module not listed is level 3 (where new model families go).
+a top-level module not listed is level 4.
 
 Around the package the same rule holds between folders (`HOUSE`): `benchmarks/` (the product's measurements)
 imports bert4long, `studies/` (the research) imports both, and bert4long imports neither.
@@ -38,17 +38,19 @@ LEVELS = {
     "bert4long.pretrained": 0,
     "bert4long.position_alpha": 0,
     "bert4long.rope_scaling": 0,
+    "bert4long.families": 0,
     "bert4long.attention": 1,
     "bert4long.layers": 2,
-    "bert4long.data": 4,
-    "bert4long.training": 4,
-    "bert4long.export": 4,
-    "bert4long.text_serving": 4,
-    "bert4long.distribute": 4,
-    "bert4long.cli": 5,
-    "bert4long": 5,  # the package itself (bert4long/__init__.py)
+    "bert4long.checkpoints": 3,
+    "bert4long.data": 5,
+    "bert4long.training": 5,
+    "bert4long.export": 5,
+    "bert4long.text_serving": 5,
+    "bert4long.distribute": 5,
+    "bert4long.cli": 6,
+    "bert4long": 6,  # the package itself (bert4long/__init__.py)
 }
-MODELS_LEVEL = 3
+MODELS_LEVEL = 4
 
 
 def level(module):
@@ -104,11 +106,13 @@ def test_level_table():
     assert level("bert4long.ops.dropout") == 0
     assert level("bert4long.attention.multi_head") == 1
     assert level("bert4long.layers.attention") == 2
-    assert level("bert4long.models") == MODELS_LEVEL
-    assert level("bert4long.some_new_family") == MODELS_LEVEL
-    assert level("bert4long.training.loop") == 4
-    assert level("bert4long.cli.tasks") == 5
-    assert level("bert4long") == 5
+    assert level("bert4long.families") == 0
+    assert level("bert4long.checkpoints.source") == 3
+    assert level("bert4long.models.longformer") == MODELS_LEVEL
+    assert level("bert4long.some_new_module") == MODELS_LEVEL
+    assert level("bert4long.training.loop") == 5
+    assert level("bert4long.cli.tasks") == 6
+    assert level("bert4long") == 6
 
 
 def test_upward_imports_are_found(tmp_path):

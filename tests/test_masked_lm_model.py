@@ -19,8 +19,8 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from bert4long.masked_lm_model import MaskedLMModel
 from bert4long.models import build_transformer_model
+from bert4long.models.masked_lm import MaskedLMModel
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 

@@ -224,7 +224,7 @@ def test_missing_paths_name_the_fix(tiny_bert, tmp_path):
 
 
 def test_missing_variable_and_shape_mismatch(tmp_path):
-    from bert4long.checkpoints import CheckpointReader, write_checkpoint
+    from bert4long.checkpoints.tf_format import CheckpointReader, write_checkpoint
 
     config_path, checkpoint_path, _ = write_tiny_checkpoint(str(tmp_path / "a"))
     reader = CheckpointReader(checkpoint_path)

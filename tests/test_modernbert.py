@@ -17,7 +17,7 @@ transformers = pytest.importorskip("transformers")
 import keras
 
 from bert4long.models import build_transformer_model
-from bert4long.modernbert import ModernBERT, ModernBertAttention
+from bert4long.models.modernbert import ModernBERT, ModernBertAttention
 
 TOLERANCE = 1e-5
 VOCAB, PAD, LENGTH = 99, 0, 40  # 40 tokens: five local windows of 8 (+-4)

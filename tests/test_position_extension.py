@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from numpy_bert import read_weights
 
-from bert4long.extension import extend_checkpoint, extend_position_table
+from bert4long.checkpoints.extension import extend_checkpoint, extend_position_table
 from bert4long.models import build_transformer_model
 from bert4long.testing import TINY_CONFIG
 

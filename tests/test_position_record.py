@@ -1,4 +1,4 @@
-"""The position extension travels with the checkpoint (`bert4long.position_record`): written by pretrain, extend and
+"""The position extension travels with the checkpoint (`bert4long.checkpoints.position_record`): written by pretrain, extend and
 the Hugging Face writer, restored by `build_transformer_model` and every command, refused when contradicted, and
 ignored by the readers of other libraries."""
 import json
@@ -6,8 +6,8 @@ import json
 import numpy as np
 import pytest
 
+from bert4long.checkpoints.position_record import RECORD_KEY
 from bert4long.models import build_transformer_model
-from bert4long.position_record import RECORD_KEY
 from bert4long.testing import TINY_CONFIG
 
 N = TINY_CONFIG["max_position_embeddings"]   # 16 trained positions; the runs below read 24
@@ -96,8 +96,8 @@ def test_every_command_reads_the_recorded_extension(pretrained, capsys):
 def test_extend_records_a_materialized_table(tiny_bert, pretrained, tmp_path, capsys):
     """`extend` writes rows, so a loader applies nothing more; extending a checkpoint trained with another
     extension is refused (its alpha is the default)."""
+    from bert4long.checkpoints.extension import extend_checkpoint
     from bert4long.cli import main
-    from bert4long.extension import extend_checkpoint
 
     config, checkpoint, _ = tiny_bert
     long_config, prefix = extend_checkpoint(config, checkpoint, "copy", 40, str(tmp_path / "long"))

@@ -162,7 +162,7 @@ def test_export_writes_folders_that_read_like_the_trained_models(runs, tmp_path)
     import numpy as np
     import tensorflow as tf
 
-    from bert4long.position_record import RECORD_KEY
+    from bert4long.checkpoints.position_record import RECORD_KEY
     from bert4long.training import RunDirectory, build_mlm_model
 
     tmp = runs[3]

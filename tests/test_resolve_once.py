@@ -140,8 +140,8 @@ def test_pretrain_reads_the_config_once_and_opens_the_checkpoint_once(layout, re
 
 def test_count_reads_sees_every_open(google_layout):
     """The counter itself: two reads of the config and two readers of the checkpoint count as two each."""
-    from bert4long.checkpoint_layout import open_checkpoint
-    from bert4long.config_keys import read_config
+    from bert4long.checkpoints.config import read_config
+    from bert4long.checkpoints.layout import open_checkpoint
 
     with count_reads(google_layout["folder"]) as counts:
         read_config(google_layout["config"])
@@ -194,8 +194,8 @@ def test_other_commands_read_the_config_once_and_open_the_checkpoint_once(comman
 def test_a_source_builds_what_the_paths_build_reading_nothing_again(google_layout):
     import numpy as np
 
+    from bert4long.checkpoints.source import resolve_source
     from bert4long.models import build_transformer_model
-    from bert4long.source import resolve_source
 
     config, prefix = google_layout["config"], google_layout["checkpoint"]
     source = resolve_source(checkpoint=prefix, config=config)
@@ -213,7 +213,7 @@ def test_a_source_builds_what_the_paths_build_reading_nothing_again(google_layou
 
 
 def test_resolve_source_refuses_a_bad_config_naming_it(tmp_path):
-    from bert4long.source import resolve_source
+    from bert4long.checkpoints.source import resolve_source
 
     bad = tmp_path / "bert_config.json"
     bad.write_text('{"hidden_size": 30, "num_attention_heads": 4}')
@@ -222,8 +222,8 @@ def test_resolve_source_refuses_a_bad_config_naming_it(tmp_path):
 
 
 def test_a_source_with_another_checkpoint_or_model_is_refused(google_layout):
+    from bert4long.checkpoints.source import resolve_source
     from bert4long.models import build_transformer_model
-    from bert4long.source import resolve_source
 
     source = resolve_source(config=google_layout["config"], open_reader=False)
     for extra in ({"checkpoint_path": google_layout["checkpoint"]}, {"model": "nezha"}):

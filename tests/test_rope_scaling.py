@@ -20,7 +20,7 @@ from torch_reference import perturbed  # noqa: E402
 
 from bert4long.attention.positions import RotateHalfPositions  # noqa: E402
 from bert4long.models import build_transformer_model  # noqa: E402
-from bert4long.modernbert import ModernBERT  # noqa: E402
+from bert4long.models.modernbert import ModernBERT  # noqa: E402
 from bert4long.ops.positions import rope_frequencies  # noqa: E402
 from bert4long.rope_scaling import resolve_rope_scaling  # noqa: E402
 

@@ -107,7 +107,7 @@ def test_roberta_settings_round_trip_through_a_written_config(tmp_path):
 def test_missing_variable_raises_the_dedicated_error(bert, tmp_path):
     """Drop the MLM head from the checkpoint: loading names the variable in a `MissingCheckpointVariableError`."""
     from bert4long import MissingCheckpointVariableError
-    from bert4long.checkpoints import CheckpointReader, write_checkpoint
+    from bert4long.checkpoints.tf_format import CheckpointReader, write_checkpoint
 
     config, checkpoint = paths(bert)
     reader = CheckpointReader(checkpoint)

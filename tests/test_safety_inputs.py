@@ -9,8 +9,9 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from bert4long.checkpoints.layout import check_vocab_size
 from bert4long.export import export_saved_model
-from bert4long.models import build_transformer_model, check_vocab_size
+from bert4long.models import build_transformer_model
 
 GOOD = np.array([[2, 5, 6, 3], [2, 7, 3, 0]], "int32")   # tiny model: 64 ids, 2 segments, 16 positions
 
@@ -198,7 +199,7 @@ def test_cli_refuses_another_vocab_size_and_an_export_cap_above_the_table(tiny_b
 
 
 def test_custom_position_ids_are_checked_not_the_length():
-    from bert4long.checked_model import check_inputs
+    from bert4long.models.checked import check_inputs
 
     model = build_transformer_model(vocab_size=10, hidden_size=8, num_hidden_layers=1, num_attention_heads=2,
                                     intermediate_size=16, max_position=8, custom_position_ids=True)

@@ -12,8 +12,9 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from bert4long import checkpoints
-from bert4long.checkpoints import CheckpointReader, write_checkpoint
+import bert4long
+from bert4long.checkpoints import tf_format
+from bert4long.checkpoints.tf_format import CheckpointReader, write_checkpoint
 from bert4long.cli import main
 from bert4long.outputs import MARKER, OutputFolder, atomic_write
 from bert4long.testing import write_tiny_checkpoint
@@ -176,7 +177,7 @@ def test_full_disk_keeps_every_previous_file_and_removes_temporaries(tmp_path, m
     prefix = str(tmp_path / "ckpt" / "bert_model.ckpt")
     write_checkpoint(prefix, {"a": np.ones(3, "float32")})
     old = snapshot(tmp_path / "ckpt")
-    monkeypatch.setattr(checkpoints.tf.raw_ops, "SaveV2", _enospc)
+    monkeypatch.setattr(tf_format.tf.raw_ops, "SaveV2", _enospc)
     with pytest.raises(OSError, match=r"Could not write the checkpoint .*bert_model.ckpt': the disk is full"):
         write_checkpoint(prefix, {"a": np.zeros(3, "float32")})
     assert snapshot(tmp_path / "ckpt") == old
@@ -282,7 +283,7 @@ def test_write_checkpoint_shards_data_under_a_size_limit(tmp_path):
 
 def test_every_shipped_file_is_under_five_megabytes():
     """The built-in model is committed to git; the project keeps each file under 5 MB (its data file is sharded)."""
-    folder = os.path.join(os.path.dirname(checkpoints.__file__), "pretrained")
+    folder = os.path.join(os.path.dirname(bert4long.__file__), "pretrained")
     sizes = {os.path.join(root, f): os.path.getsize(os.path.join(root, f))
              for root, _, files in os.walk(folder) for f in files}
     assert sizes and max(sizes.values()) < 5 * 10**6, max(sizes.items(), key=lambda kv: kv[1])

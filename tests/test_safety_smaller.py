@@ -64,8 +64,8 @@ def test_export_out_may_not_be_or_sit_in_its_run(tiny_bert, tmp_path, capsys, in
 def test_float_ids_and_empty_sequences_are_refused_before_an_xla_step(tiny_bert):
     import numpy as np
 
-    from bert4long.checked_model import check_inputs
     from bert4long.models import build_transformer_model
+    from bert4long.models.checked import check_inputs
 
     model = build_transformer_model(tiny_bert[0], tiny_bert[1])
     segments = np.zeros((1, 3), "int32")

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 from safetensors.numpy import load_file, save_file
 
-from bert4long.checkpoints import CheckpointReader, write_checkpoint
+from bert4long.checkpoints.tf_format import CheckpointReader, write_checkpoint
 from bert4long.cli import build_parser, main
 from bert4long.cli.inputs import tokenizer_for
 from bert4long.models import build_transformer_model

@@ -18,8 +18,8 @@ sentencepiece = pytest.importorskip("sentencepiece")
 
 from torch_reference import perturbed
 
+from bert4long.checkpoints.hf_folder import write_huggingface_folder
 from bert4long.cli import main
-from bert4long.hf_folder import write_huggingface_folder
 from bert4long.models import build_transformer_model
 from bert4long.tokenizers import XLMRobertaTokenizer, load_tokenizer
 

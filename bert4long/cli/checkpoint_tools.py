@@ -133,9 +133,9 @@ def add_info_arguments(parser):
 
 
 def run_info(args):
-    from bert4long.checkpoint_layout import open_checkpoint
-    from bert4long.safetensors_io import SafetensorsReader
-    from bert4long.source import resolve_source
+    from bert4long.checkpoints.layout import open_checkpoint
+    from bert4long.checkpoints.safetensors_io import SafetensorsReader
+    from bert4long.checkpoints.source import resolve_source
 
     with open_checkpoint(args.checkpoint) as reader:   # the same reader, and choice of format, as model loading
         if isinstance(reader, SafetensorsReader):   # its own config.json (the source reads it)
@@ -164,7 +164,7 @@ def _print_google_lines(args, source, config):
     """Lengths, heads, tokenizer and attention fit of a checkpoint read under Google names."""
     import numpy as np
 
-    from bert4long.config_keys import trained_positions
+    from bert4long.checkpoints.config import trained_positions
 
     reader = source.reader
     n = trained_positions(config)
@@ -182,8 +182,8 @@ def _print_google_lines(args, source, config):
 
 def _lengths_line(n, config):
     """The lengths a checkpoint of ``n`` trained positions reads: with the extension its ``config`` records (that
-    every command applies, `bert4long.position_record`), else as trained or with --hierarchical-position."""
-    from bert4long.position_record import RECORD_KEY, describe, recorded_extension
+    every command applies, `bert4long.checkpoints.position_record`), else as trained or with --hierarchical-position."""
+    from bert4long.checkpoints.position_record import RECORD_KEY, describe, recorded_extension
 
     recorded = recorded_extension(config)
     longer = "longer: split into chunks (finetune --pooling chunks)"
@@ -200,7 +200,7 @@ def _lengths_line(n, config):
 
 def _tokenizer_line(args, source=None):
     """Which tokenizer the commands would use for this checkpoint, or why there is none (``source``: the
-    checkpoint's `bert4long.source.Source`, resolved already)."""
+    checkpoint's `bert4long.checkpoints.source.Source`, resolved already)."""
     from argparse import Namespace
 
     probe = Namespace(checkpoint=args.checkpoint, config=args.config, vocab=None, lower_case=None)
@@ -215,8 +215,8 @@ def _tokenizer_line(args, source=None):
 def _print_family_lines(reader, config, family):
     """Lengths and heads of a Longformer / BigBird / ModernBERT folder (``reader``'s names: its own, less the
     task prefix)."""
-    from bert4long.config_keys import read_config
-    from bert4long.position_record import recorded_extension
+    from bert4long.checkpoints.config import read_config
+    from bert4long.checkpoints.position_record import recorded_extension
 
     n = config.get("max_position")
     raw_path = os.path.join(reader.prefix, "config.json")
@@ -298,8 +298,8 @@ def add_extend_arguments(parser):
 
 
 def run_extend(args):
-    from bert4long.extension import extend_checkpoint
-    from bert4long.huggingface import convert_huggingface_folder, is_huggingface_folder
+    from bert4long.checkpoints.extension import extend_checkpoint
+    from bert4long.checkpoints.huggingface import convert_huggingface_folder, is_huggingface_folder
 
     if args.config is None and is_huggingface_folder(args.checkpoint):
         with tempfile.TemporaryDirectory() as google:   # the Google layout of the source, read once
@@ -321,7 +321,7 @@ def add_convert_arguments(parser):
 
 
 def run_convert(args):
-    from bert4long.huggingface import convert_huggingface_folder
+    from bert4long.checkpoints.huggingface import convert_huggingface_folder
 
     config, prefix = convert_huggingface_folder(args.checkpoint, args.out, overwrite=args.overwrite)
     print(f"wrote {prefix} (Google layout) and {config}")

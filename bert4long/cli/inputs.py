@@ -28,11 +28,19 @@ def default_config(args):
             args.config = candidate
 
 
+def check_model_name(model):
+    """Refuse a --model that names no family read from a Google-layout checkpoint (None: not given)."""
+    from bert4long.families import google_layout_families
+
+    names = sorted(name for f in google_layout_families() for name in f.names)
+    if model is not None and model.lower() not in names:
+        raise ValueError(f"--model {model!r} is unknown: choose one of {names}")
+
+
 def source_of(args):
-    """The `bert4long.source.Source` of --checkpoint/--config/--model (None with neither): resolved on the first
+    """The `bert4long.checkpoints.source.Source` of --checkpoint/--config/--model (None with neither): resolved on the first
     call (the config read and the checkpoint opened once) and kept on ``args`` for every later one."""
-    from bert4long.models import MODELS
-    from bert4long.source import resolve_source
+    from bert4long.checkpoints.source import resolve_source
 
     checkpoint, config, model = (getattr(args, k, None) for k in ("checkpoint", "config", "model"))
     key = (checkpoint, config, model)
@@ -41,8 +49,7 @@ def source_of(args):
         return cached[1]
     if checkpoint is None and config is None:
         return None
-    if model is not None and model.lower() not in MODELS:
-        raise ValueError(f"--model {model!r} is unknown: choose one of {sorted(MODELS)}")
+    check_model_name(model)
     if config is not None and not os.path.isfile(config):
         raise FileNotFoundError(f"--config {config!r}: no such file; pass the model's bert_config.json")
     source = resolve_source(checkpoint, config, (model or "bert").lower())
@@ -126,13 +133,13 @@ def lower_case_for(args, vocab_path):
 
 def tokenizer_for(args, vocab_path=None):
     """The tokenizer of the checkpoint, refused up front if its size is not the checkpoint's vocabulary (a
-    tokenizer.json's table may be padded: `bert4long.checkpoint_layout.check_vocab_size`).
+    tokenizer.json's table may be padded: `bert4long.checkpoints.layout.check_vocab_size`).
 
     A folder whose tokenizer is not WordPiece (`tokenizer_folder`) gets `bert4long.tokenizers.load_tokenizer`'s
     (the casing is the tokenizer's own: ``args.lower_case`` becomes None, and --cased/--uncased are refused);
     otherwise the WordPiece tokenizer of the vocab.txt, cased as `lower_case_for` decides (``args.lower_case``
     is set to the casing chosen)."""
-    from bert4long.checkpoint_layout import check_vocab_size
+    from bert4long.checkpoints.layout import check_vocab_size
     from bert4long.tokenizers import HuggingFaceTokenizer, Tokenizer, load_tokenizer
 
     folder = None if vocab_path else tokenizer_folder(args)
@@ -157,7 +164,7 @@ def tokenizer_for(args, vocab_path=None):
 
 def check_pad_id(tokenizer, resolved, source):
     """Refuse a tokenizer whose padding id is not the model's ``pad_token_id`` (the model finds padding by it):
-    for a Hugging Face folder read with its own config.json (``resolved``: its `bert4long.source.Source`)."""
+    for a Hugging Face folder read with its own config.json (``resolved``: its `bert4long.checkpoints.source.Source`)."""
     if resolved.from_folder:
         model_pad = resolved.pad_id
         if None not in (model_pad, tokenizer.pad_id) and model_pad != tokenizer.pad_id:

@@ -36,7 +36,7 @@ from bert4long.cli.run_folder import (
 )
 from bert4long.data.holdout import hold_out
 from bert4long.data.packing import pack_for
-from bert4long.model_registry import family
+from bert4long.families import family
 from bert4long.outputs import write_text_atomically
 
 

@@ -9,6 +9,7 @@ import argparse
 import ast
 import math
 
+from bert4long.families import google_layout_families
 from bert4long.kernel_names import BUILT_IN_KERNELS, DEFAULT_KERNEL
 from bert4long.position_alpha import ALPHA_RANGE, DEFAULT_ALPHA, alpha_problem
 from bert4long.rope_scaling import resolve_rope_scaling, rope_scaled_length
@@ -91,8 +92,8 @@ def add_model_arguments(parser, checkpoint_required=True):
     casing.add_argument("--cased", dest="lower_case", action="store_false", default=None,
                         help="keep upper case (default: follow the checkpoint; a vocab with capitals is cased)")
     casing.add_argument("--uncased", dest="lower_case", action="store_true", help="lower-case the text")
-    parser.add_argument("--model", help="model family: bert (default), roberta, xlm-roberta, albert, albert_unshared, "
-                                        "nezha, roformer, electra (a Hugging Face folder's config.json names its own)")
+    names = ", ".join(f.name for f in google_layout_families()).replace("bert,", "bert (default),", 1)
+    parser.add_argument("--model", help=f"model family: {names} (a Hugging Face folder's config.json names its own)")
     parser.add_argument("--seq-len", type=sequence_length, default=512, help="tokens per sequence (default 512)")
     parser.add_argument("--hierarchical-position", nargs="?", const=DEFAULT_ALPHA, type=hierarchical_alpha,
                         metavar="ALPHA", help="place up to n^2 positions by hierarchical decomposition (needed above "
@@ -207,10 +208,9 @@ def check_model_options(args, max_position=None, check_length=True):
     read --seq-len tokens at a time) the checkpoint's ``max_position``; sets ``args.attention_options``
     (the parsed --attention-config) and the position options the checkpoint records
     (`restore_recorded_positions`)."""
-    from bert4long.models import MODELS
+    from bert4long.cli.inputs import check_model_name
 
-    if args.model is not None and args.model.lower() not in MODELS:
-        raise ValueError(f"--model {args.model!r} is unknown: choose one of {sorted(MODELS)}")
+    check_model_name(args.model)
     _check_rope_scaling(args)
     restore_recorded_positions(args)
     if args.hierarchical_position is not None and args.position_extension not in (None, "hierarchical"):
@@ -280,9 +280,9 @@ def _recorded_rope_capacity(args, max_position):
 
 def _check_rope_scaling(args):
     """Refuse --rope-scaling together with a position table's options, or for a family whose rotary positions
-    bert4long does not stretch (asked of its `bert4long.family.Family`)."""
+    bert4long does not stretch (asked of its `bert4long.families.Family`)."""
     from bert4long.cli.inputs import source_of
-    from bert4long.model_registry import families, family
+    from bert4long.families import FAMILIES, family
 
     if args.rope_scaling is None:
         return
@@ -293,7 +293,7 @@ def _check_rope_scaling(args):
             raise ValueError(f"--rope-scaling stretches rotary positions, and {declared.name}'s positions are a "
                              "learned table: use --position-extension copy/interpolate (or --hierarchical-position) "
                              "instead")
-        scaled = ", ".join(f.name for f in families() if f.rope_scaling)
+        scaled = ", ".join(f.name for f in FAMILIES if f.rope_scaling)
         raise ValueError(f"--rope-scaling stretches the rotary positions of {scaled}, and {declared.name} takes no "
                          "RoPE scaling: leave it out")
     given = [option for option, value in (("--hierarchical-position", args.hierarchical_position),
@@ -305,12 +305,12 @@ def _check_rope_scaling(args):
 
 
 def restore_recorded_positions(args):
-    """Set the position options to the extension the checkpoint's config records (`bert4long.position_record`)
+    """Set the position options to the extension the checkpoint's config records (`bert4long.checkpoints.position_record`)
     when none was given, saying so on stderr; refuse a different one unless --override-position-extension."""
     import sys
 
+    from bert4long.checkpoints.position_record import POSITION_OPTIONS, describe, recorded_extension, restore_position_options
     from bert4long.cli.inputs import source_of
-    from bert4long.position_record import POSITION_OPTIONS, describe, recorded_extension, restore_position_options
 
     source = source_of(args)
     path, config = (source.config_path, source.file_config) if source is not None else (None, {})
@@ -329,7 +329,7 @@ def restore_recorded_positions(args):
 
 
 def _family_of(args):
-    """The `bert4long.family.Family` of a Hugging Face --checkpoint folder (None without one, or with --config)."""
+    """The `bert4long.families.Family` of a Hugging Face --checkpoint folder (None without one, or with --config)."""
     from bert4long.cli.inputs import source_of
 
     source = source_of(args)

@@ -79,7 +79,7 @@ def load_final_model(path):
     import keras
 
     from bert4long import register_keras_classes
-    from bert4long.checked_model import CheckedModel
+    from bert4long.models.checked import CheckedModel
 
     register_keras_classes()   # the classes the saved model names
     model = keras.models.load_model(path)

@@ -5,7 +5,7 @@ eagerly, inside `tf.function` and in a SavedModel; ``ValueError`` on JAX and PyT
 concrete. XLA (``jit_compile=True``, and every compiled JAX step) drops the assertion, and its gathers clamp an
 out-of-range index to the last row, which would give plausible wrong numbers. Keras's
 ``fit``/``evaluate``/``predict`` are covered by the check before the compiled step
-(`bert4long.checked_model`); for a call inside a compiled function bert4long does not control,
+(`bert4long.models.checked`); for a call inside a compiled function bert4long does not control,
 `poison_rows` makes the rows of bad ids NaN (they spread to the whole example through attention) instead
 of a clamped value.
 """

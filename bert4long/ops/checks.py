@@ -7,7 +7,7 @@
 * JAX and PyTorch: a concrete value (eager call, ``run_eagerly=True``, PyTorch's default ``fit`` and
   ``predict``) is checked at once and a failure raises ``ValueError``. A traced value (inside ``jax.jit``,
   which Keras's ``fit``/``evaluate``/``predict`` use on JAX, or ``torch.compile``) has no value to check:
-  the assertion is skipped, as XLA skips TensorFlow's. `bert4long.checked_model.CheckedModel` checks every
+  the assertion is skipped, as XLA skips TensorFlow's. `bert4long.models.checked.CheckedModel` checks every
   batch on the host before such a compiled step instead, and the id lookups make a bad id's row NaN
   (`bert4long.layers.range_checks.poison_rows`) rather than a clamped, plausible one.
 """

@@ -15,12 +15,12 @@ import keras
 import numpy as np
 from keras import ops
 
-from bert4long.checked_model import CheckedModel
-from bert4long.huggingface import folder_family, is_huggingface_folder
+from bert4long.checkpoints.huggingface import folder_family, is_huggingface_folder
+from bert4long.checkpoints.source import Source
+from bert4long.families import family
 from bert4long.layers import TakeToken
-from bert4long.model_registry import family
 from bert4long.models import build_transformer_model
-from bert4long.source import Source
+from bert4long.models.checked import CheckedModel
 from bert4long.training.mlm import dtype_policy
 from bert4long.training.optim import loss_scaled
 
@@ -115,7 +115,7 @@ class GlobalTokenMask(keras.layers.Layer):
 def global_positions(model, global_tokens="auto"):
     """The positions given global attention: ``'auto'`` is ``[0]`` (the ``<s>``/``[CLS]`` token, as transformers'
     ``LongformerForSequenceClassification``) for a family with global tokens (Longformer) and none for others; a
-    list names them; None or ``[]`` turns them off. ``model``: a ``model=`` name or `bert4long.family.Family`
+    list names them; None or ``[]`` turns them off. ``model``: a ``model=`` name or `bert4long.families.Family`
     (None: a builder class, which has none); global tokens on a family without them is an error.
 
     >>> global_positions("longformer"), global_positions("bert"), global_positions("longformer", None)
@@ -140,7 +140,7 @@ def global_positions(model, global_tokens="auto"):
 def _family(config_path, checkpoint_path, kwargs):
     """The family `build_transformer_model` will build: a Hugging Face folder's own-names family, else ``model``'s
     (None for a builder class)."""
-    if isinstance(config_path, Source):   # resolved once (`bert4long.source`)
+    if isinstance(config_path, Source):   # resolved once (`bert4long.checkpoints.source`)
         return config_path.built_family()
     if config_path is None and is_huggingface_folder(checkpoint_path):
         config_path = os.path.join(checkpoint_path, "config.json")

@@ -22,12 +22,12 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from bert4long.checkpoints import MissingCheckpointVariableError
+from bert4long.checkpoints.huggingface import is_huggingface_folder
+from bert4long.checkpoints.source import Source
+from bert4long.checkpoints.tf_format import MissingCheckpointVariableError
 from bert4long.data.masking import MLMMasker
 from bert4long.data.order import example_order
-from bert4long.huggingface import is_huggingface_folder
 from bert4long.models import Transformer, build_transformer_model
-from bert4long.source import Source
 from bert4long.training.optim import loss_scaled
 
 HEAD_LAYERS = ("MLM-Dense", "MLM-Norm", "MLM-Bias")
@@ -64,7 +64,7 @@ def build_mlm_model(
     A checkpoint without MLM head (e.g. a Hugging Face sentence encoder) loads the
     encoder and starts the tied head as BERT initialises it (dense: truncated
     normal, LayerNorm: 1/0, output bias: 0). Returns ``(model, builder,
-    has_pretrained_head)``. ``config_path`` may be a `bert4long.source.Source` (``checkpoint_path`` None): its
+    has_pretrained_head)``. ``config_path`` may be a `bert4long.checkpoints.source.Source` (``checkpoint_path`` None): its
     open reader is loaded.
 
     Example:

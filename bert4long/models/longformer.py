@@ -7,9 +7,8 @@ tokens, half on each side) plus global tokens with their own projections; see
 import keras
 from keras import ops
 
-from bert4long.config_keys import CONFIG_KEYS
-from bert4long.family import Family, with_defaults
-from bert4long.hf_folder import (
+from bert4long import families
+from bert4long.checkpoints.hf_folder import (
     HuggingFaceFamily,
     dense_weights,
     norm_weights,
@@ -17,14 +16,6 @@ from bert4long.hf_folder import (
 from bert4long.layers import Add, MultiHeadAttention
 from bert4long.models import BERT
 from bert4long.ops.checks import checked
-
-# RoBERTa's table (positions after pad_token_id) and its own attention: no position extension.
-LONGFORMER_FAMILY = Family(
-    "longformer", "bert4long.longformer:Longformer", model_types=("longformer",), architecture="Longformer",
-    checkpoint="safetensors", task_prefixes=("longformer.",), head_prefixes=("lm_head.",),
-    config_keys=with_defaults(CONFIG_KEYS, max_position=4098, segment_vocab_size=1, layer_norm_epsilon=1e-5,
-                              pad_token_id=1) + (("attention_window", None, "attention_window", 512),),
-    position_offset=True, position_extension=False, global_tokens=True, tokenizer="bpe")
 
 
 @keras.saving.register_keras_serializable(package="bert4long")
@@ -38,7 +29,7 @@ class RobertaPositionIds(keras.layers.Layer):
 
     Example:
     >>> import numpy as np
-    >>> from bert4long.longformer import RobertaPositionIds
+    >>> from bert4long.models.longformer import RobertaPositionIds
     >>> RobertaPositionIds(pad_token_id=1)(np.array([[0, 5, 7, 1, 1]])).numpy().tolist()
     [[2, 3, 4, 1, 1]]
     """
@@ -95,7 +86,7 @@ class Longformer(HuggingFaceFamily, BERT):
     """
 
     model_name = "longformer"
-    family = LONGFORMER_FAMILY
+    family = families.family("longformer")
 
     def __init__(self, attention_window=512, max_global_tokens=32, **kwargs):
         layers = kwargs.get("num_hidden_layers")

@@ -1,7 +1,7 @@
 """Read and write TensorFlow checkpoints in the original (Google) variable layout; the reader protocol.
 
 Every checkpoint bert4long loads is read through one protocol, `WeightReader`, with two implementations:
-`CheckpointReader` (a TensorFlow checkpoint, here) and `bert4long.safetensors_io.SafetensorsReader` (a Hugging
+`CheckpointReader` (a TensorFlow checkpoint, here) and `bert4long.checkpoints.safetensors_io.SafetensorsReader` (a Hugging
 Face ``model.safetensors``, under the names its family's table gives).
 
 TF checkpoints are read with `tf.train.load_checkpoint` and written with the
@@ -70,7 +70,7 @@ class MissingCheckpointVariableError(ValueError, KeyError):
     A `ValueError` (what loading raised before) and a `KeyError` (a name that is not there).
 
     Example:
-    >>> from bert4long.checkpoints import MissingCheckpointVariableError
+    >>> from bert4long.checkpoints.tf_format import MissingCheckpointVariableError
     >>> error = MissingCheckpointVariableError("cls/predictions/output_bias", "no head in this checkpoint")
     >>> error.name, str(error)
     ('cls/predictions/output_bias', 'no head in this checkpoint')
@@ -87,7 +87,7 @@ def resolve_checkpoint(path):
     """Return the checkpoint prefix for ``path`` (a prefix, an ``.index`` file or a folder).
 
     Example:
-    >>> from bert4long.checkpoints import resolve_checkpoint
+    >>> from bert4long.checkpoints.tf_format import resolve_checkpoint
     >>> resolve_checkpoint("/models/uncased_L-12_H-768_A-12")  # doctest: +SKIP
     '/models/uncased_L-12_H-768_A-12/bert_model.ckpt'
     """
@@ -132,7 +132,7 @@ class WeightReader:
 
     Example:
     >>> import numpy as np, tempfile, os
-    >>> from bert4long.checkpoints import CheckpointReader, WeightReader, write_checkpoint
+    >>> from bert4long.checkpoints.tf_format import CheckpointReader, WeightReader, write_checkpoint
     >>> prefix = os.path.join(tempfile.mkdtemp(), "bert_model.ckpt")
     >>> write_checkpoint(prefix, {"bert/pooler/dense/bias": np.zeros(4, "float32")})
     >>> with CheckpointReader(prefix) as reader:
@@ -195,7 +195,7 @@ class CheckpointReader(WeightReader):
     """The `WeightReader` of a TensorFlow checkpoint: its model variables by name (optimizer slots hidden).
 
     Example:
-    >>> from bert4long.checkpoints import CheckpointReader
+    >>> from bert4long.checkpoints.tf_format import CheckpointReader
     >>> reader = CheckpointReader("bert_model.ckpt")  # doctest: +SKIP
     >>> reader.shape("bert/embeddings/word_embeddings")  # doctest: +SKIP
     (30522, 768)
@@ -279,7 +279,7 @@ def write_checkpoint(prefix, variables, max_shard_bytes=None):
 
     Example:
     >>> import numpy as np, tempfile, os
-    >>> from bert4long.checkpoints import write_checkpoint, CheckpointReader
+    >>> from bert4long.checkpoints.tf_format import write_checkpoint, CheckpointReader
     >>> prefix = os.path.join(tempfile.mkdtemp(), "bert_model.ckpt")
     >>> write_checkpoint(prefix, {"bert/pooler/dense/bias": np.zeros(4, "float32")})
     >>> CheckpointReader(prefix).shape("bert/pooler/dense/bias")

@@ -1,41 +1,20 @@
 """One table of BERT config keys: bert4long's name, Google's ``bert_config.json`` name, Hugging Face's.
 
-Every translation of a config (building from a Google or Hugging Face file,
-checking a checkpoint against the config stored beside it, converting a
-Hugging Face folder to the Google layout, the command line) reads `CONFIG_KEYS`
-or a family's copy of it (`bert4long.family.Family.config_keys`: RoBERTa's
-defaults, Longformer's and BigBird's extra keys).
+The key table itself is `bert4long.families.CONFIG_KEYS` (and each family's copy, ``Family.config_keys``);
+this module reads, validates and translates config files with it.
 """
 import json
 import math
 import os
 
-# (bert4long name, Google bert_config.json name, Hugging Face config.json name, value when a file lacks it;
-#  None: required, no default)
-CONFIG_KEYS = (
-    ("vocab_size", "vocab_size", "vocab_size", None),
-    ("hidden_size", "hidden_size", "hidden_size", None),
-    ("num_hidden_layers", "num_hidden_layers", "num_hidden_layers", None),
-    ("num_attention_heads", "num_attention_heads", "num_attention_heads", None),
-    ("intermediate_size", "intermediate_size", "intermediate_size", None),
-    ("hidden_act", "hidden_act", "hidden_act", "gelu"),
-    ("initializer_range", "initializer_range", "initializer_range", 0.02),
-    ("max_position", "max_position_embeddings", "max_position_embeddings", 512),
-    ("segment_vocab_size", "type_vocab_size", "type_vocab_size", 2),
-    ("dropout_rate", "hidden_dropout_prob", "hidden_dropout_prob", 0.1),
-    ("attention_dropout_rate", "attention_probs_dropout_prob", "attention_probs_dropout_prob", 0.1),
-    ("layer_norm_epsilon", "layer_norm_eps", "layer_norm_eps", 1e-12),
-    ("pad_token_id", "pad_token_id", "pad_token_id", 0),
-)
-# bert4keras renames of Google config keys: {bert4long name: Google name} where they differ.
-CONFIG_RENAMES = {ours: google for ours, google, _, _ in CONFIG_KEYS if ours != google}
+from bert4long.families import CONFIG_KEYS, CONFIG_RENAMES
 
 
 def from_google_config(config):
     """``config`` (Google keys) with the bert4long name of each renamed key added; a bert4long key given wins.
 
     Example:
-    >>> from bert4long.config_keys import from_google_config
+    >>> from bert4long.checkpoints.config import from_google_config
     >>> from_google_config({"max_position_embeddings": 512, "hidden_dropout_prob": 0.1})["dropout_rate"]
     0.1
     """
@@ -50,7 +29,7 @@ def to_google_config(config):
     """The Google ``bert_config.json`` dict of a config in bert4long keys (defaults where it lacks one).
 
     Example:
-    >>> from bert4long.config_keys import to_google_config
+    >>> from bert4long.checkpoints.config import to_google_config
     >>> to_google_config({"max_position": 512, "dropout_rate": 0.0})["max_position_embeddings"]
     512
     """
@@ -62,12 +41,12 @@ def trained_positions(config):
     """The number of trained positions a Google or Hugging Face config dict gives (None if it says nothing).
 
     Example:
-    >>> from bert4long.config_keys import trained_positions
+    >>> from bert4long.checkpoints.config import trained_positions
     >>> trained_positions({"model_type": "roberta", "max_position_embeddings": 514, "pad_token_id": 1})
     512
     """
     if "model_type" in config:  # a Hugging Face config.json: its family's table says where positions start
-        from bert4long.model_registry import family_of_model_type
+        from bert4long.families import family_of_model_type
 
         family = family_of_model_type(config["model_type"])
         return family.trained_positions(config) if family else config.get("max_position_embeddings")
@@ -83,7 +62,7 @@ POSITIVE_INTS = ("vocab_size", "hidden_size", "num_hidden_layers", "num_attentio
 NON_NEGATIVE_INTS = ("type_vocab_size", "segment_vocab_size", "pad_token_id")
 POSITIVE_FLOATS = ("layer_norm_eps", "layer_norm_epsilon", "norm_eps", "initializer_range")
 RATES = ("hidden_dropout_prob", "attention_probs_dropout_prob", "dropout_rate", "attention_dropout_rate")
-# The position extension a checkpoint was trained with (`bert4long.position_record`: its format and its check).
+# The position extension a checkpoint was trained with (`bert4long.checkpoints.position_record`: its format and its check).
 RECORD_KEY = "bert4long_position_extension"
 
 
@@ -118,7 +97,7 @@ def _bad_value(key, value):
 
 def validate_config(config, source):
     """Refuse (``ValueError`` naming ``source``, the key and the fix) a config that would build a broken model, or
-    whose position-extension record is not one bert4long writes (`bert4long.position_record.check_record`)."""
+    whose position-extension record is not one bert4long writes (`bert4long.checkpoints.position_record.check_record`)."""
     if not isinstance(config, dict):
         raise ValueError(f"Config file {source!r} holds a JSON {type(config).__name__}, not an object: a model "
                          'config is {"hidden_size": 768, ...}. Pass the bert_config.json or config.json of the model.')
@@ -132,7 +111,7 @@ def validate_config(config, source):
         raise ValueError(f"Config file {source!r}: num_attention_heads = {heads} does not divide hidden_size = "
                          f"{hidden} (each head gets hidden_size / num_attention_heads dimensions). Fix one of them.")
     if config.get(RECORD_KEY) is not None:
-        from bert4long.position_record import check_record
+        from bert4long.checkpoints.position_record import check_record
 
         check_record(config, source)
     return config

@@ -2,24 +2,24 @@
 
 The families declared with ``checkpoint="safetensors"`` (Longformer, BigBird) write their
 `variable_mapping()` directly in the safetensors names, so that table is the whole format: a name is the key
-without the task prefix (``longformer.``, ``bert.``: their `bert4long.family.Family`'s ``task_prefixes``) that
+without the task prefix (``longformer.``, ``bert.``: their `bert4long.families.Family`'s ``task_prefixes``) that
 ``*Model``, ``*ForMaskedLM`` and ``*ForSequenceClassification`` save it under or not, and the heads' names
 (``lm_head.``, ``cls.``) carry none. `HuggingFaceFamily` is the builder mixin that writes that table; the
-engine (`bert4long.checkpoint_layout`: its one safetensors reader and writer) loads and saves it.
+engine (`bert4long.checkpoints.layout`: its one safetensors reader and writer) loads and saves it.
 `write_huggingface_folder` writes any builder's folder, the BERT builder's as BERT, RoBERTa or XLM-RoBERTa.
 """
-from bert4long.checkpoint_layout import save_huggingface_folder
-from bert4long.model_registry import family
-from bert4long.position_record import RECORD_KEY, position_record
-from bert4long.safetensors_io import OwnNames, SafetensorsReader, write_safetensors_folder
+from bert4long.checkpoints.layout import save_huggingface_folder
+from bert4long.checkpoints.position_record import RECORD_KEY, position_record
+from bert4long.checkpoints.safetensors_io import OwnNames, SafetensorsReader, write_safetensors_folder
+from bert4long.families import family
 
 
 def SafetensorsFolder(folder, task_prefix):  # noqa: N802 -- the former reader class's name
     """A folder's ``model.safetensors`` by tensor name less ``task_prefix``: the one
-    `bert4long.safetensors_io.SafetensorsReader` with `bert4long.safetensors_io.OwnNames`.
+    `bert4long.checkpoints.safetensors_io.SafetensorsReader` with `bert4long.checkpoints.safetensors_io.OwnNames`.
 
     Example:
-    >>> from bert4long.hf_folder import SafetensorsFolder
+    >>> from bert4long.checkpoints.hf_folder import SafetensorsFolder
     >>> weights = SafetensorsFolder("longformer-base-4096/", "longformer.")  # doctest: +SKIP
     >>> weights.get("embeddings.word_embeddings.weight").shape  # doctest: +SKIP
     (50265, 768)
@@ -40,7 +40,7 @@ def norm_weights(name):
 class HuggingFaceFamily:
     """Mixin of a `bert4long.models.Transformer` whose `variable_mapping()` uses safetensors names.
 
-    Subclasses set ``family``, their `bert4long.family.Family`: its task prefix, head names (saved without
+    Subclasses set ``family``, their `bert4long.families.Family`: its task prefix, head names (saved without
     the task prefix) and key table (``config.json`` <-> builder arguments, read both ways).
     """
 
@@ -97,7 +97,7 @@ class HuggingFaceFamily:
 
 def write_folder(folder, tensors, config, builder):
     """Write ``tensors`` as ``model.safetensors`` and ``config`` as ``config.json`` in ``folder``, with the
-    position extension ``builder`` reads recorded (`bert4long.position_record`; transformers keeps the key)."""
+    position extension ``builder`` reads recorded (`bert4long.checkpoints.position_record`; transformers keeps the key)."""
     record = position_record(builder.position_extension, builder.max_position)
     write_safetensors_folder(folder, tensors, config if record is None else {**config, RECORD_KEY: record})
 
@@ -105,7 +105,7 @@ def write_folder(folder, tensors, config, builder):
 def write_huggingface_folder(builder, folder, model=None):
     """Write ``builder`` as a Hugging Face folder that transformers loads (``*ForMaskedLM`` with an MLM head,
     else ``*Model``), as family ``model`` (``'bert'``, ``'roberta'``, ``'xlm-roberta'`` for the BERT builder;
-    default: the builder's own family, else ``'bert'``): `bert4long.checkpoint_layout.save_huggingface_folder`,
+    default: the builder's own family, else ``'bert'``): `bert4long.checkpoints.layout.save_huggingface_folder`,
     each weight under the key its family's naming reads back (RoBERTa's unused position rows written as zeros).
 
     Example:

@@ -36,24 +36,18 @@ import math
 
 import keras
 
+from bert4long import families
 from bert4long.attention import MultiHeadAttention
 from bert4long.attention.positions import RotateHalfPositions
-from bert4long.family import Family
-from bert4long.huggingface import open_huggingface_folder
+from bert4long.checkpoints.huggingface import open_huggingface_folder
+from bert4long.checkpoints.safetensors_io import WEIGHT_FILENAME  # noqa: F401 -- a bert4long.models.modernbert name
 from bert4long.layers import Add, BiasAdd, Embedding, FeedForward, GatherPositions
 from bert4long.layers.activations import get_activation
 from bert4long.layers.dropout import Recompute, SeededDropout, name_seed
 from bert4long.models import Transformer
 from bert4long.rope_scaling import resolve_rope_scaling, rope_scaled_length
-from bert4long.safetensors_io import WEIGHT_FILENAME  # noqa: F401 -- a bert4long.modernbert name
 
 LAYER_TYPES = ("full_attention", "sliding_attention")
-# Its config.json has no BERT key table (rope_parameters, layer_types): `ModernBERT.from_huggingface_config` reads it.
-MODERNBERT_FAMILY = Family("modernbert", "bert4long.modernbert:ModernBERT", model_types=("modernbert",),
-                           architecture="ModernBert", checkpoint="safetensors", task_prefixes=("model.",),
-                           head_prefixes=("head.", "decoder."),
-                           encoder_prefixes=("embeddings.", "layers.", "final_norm."), config_keys=None,
-                           position_extension=False, rope_scaling=True, segment_ids=False, tokenizer="bpe")
 
 
 @keras.saving.register_keras_serializable(package="bert4long")
@@ -65,7 +59,7 @@ class ModernBertAttention(MultiHeadAttention):
 
     Example:
     >>> import numpy as np
-    >>> from bert4long.modernbert import ModernBertAttention
+    >>> from bert4long.models.modernbert import ModernBertAttention
     >>> layer = ModernBertAttention(heads=2, rope_theta=10000.0, window=4)
     >>> tuple(layer([np.random.rand(1, 9, 8).astype("float32"), np.ones((1, 9), bool)]).shape)
     (1, 9, 8)
@@ -178,7 +172,7 @@ class ModernBERT(Transformer):
     """
 
     model_name = "modernbert"
-    family = MODERNBERT_FAMILY
+    family = families.family("modernbert")
 
     def __init__(self, local_attention=128, global_attn_every_n_layers=3, layer_types=None,
                  global_rope_theta=160000.0, local_rope_theta=10000.0, rope_scaling=None, norm_bias=False,
@@ -394,12 +388,12 @@ class ModernBERT(Transformer):
 
 def ModernBertReader(folder):  # noqa: N802 -- the former reader class's name
     """A ModernBERT folder's ``model.safetensors`` by name without ``model.``: the one
-    `bert4long.safetensors_io.SafetensorsReader`, named as `MODERNBERT_FAMILY` says.
+    `bert4long.checkpoints.safetensors_io.SafetensorsReader`, named as `families.family("modernbert")` says.
 
     Example:
-    >>> from bert4long.modernbert import ModernBertReader
+    >>> from bert4long.models.modernbert import ModernBertReader
     >>> reader = ModernBertReader("ModernBERT-base/")  # doctest: +SKIP
     >>> reader.get("layers.0.attn.Wqkv.weight").shape  # doctest: +SKIP
     (2304, 768)
     """
-    return open_huggingface_folder(folder, MODERNBERT_FAMILY)
+    return open_huggingface_folder(folder, families.family("modernbert"))

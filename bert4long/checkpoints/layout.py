@@ -4,10 +4,10 @@ A mapping is ``{layer name: {weight path: checkpoint name or (name, transform)}}
 (each model class writes its own). Loading and saving walk the same table by
 name, never by list order, and share the transforms (`to_layer` / `to_checkpoint`).
 
-Every checkpoint is read through one protocol, `bert4long.checkpoints.WeightReader`, with two
-implementations: `bert4long.checkpoints.CheckpointReader` (TensorFlow checkpoints: Google, ALBERT, ELECTRA,
-NEZHA, RoFormer) and `bert4long.safetensors_io.SafetensorsReader` (Hugging Face folders of every family, under
-the names its family's naming gives: `bert4long.huggingface.tensor_names`). One loader (`load_weights`: open,
+Every checkpoint is read through one protocol, `bert4long.checkpoints.tf_format.WeightReader`, with two
+implementations: `bert4long.checkpoints.tf_format.CheckpointReader` (TensorFlow checkpoints: Google, ALBERT, ELECTRA,
+NEZHA, RoFormer) and `bert4long.checkpoints.safetensors_io.SafetensorsReader` (Hugging Face folders of every family, under
+the names its family's naming gives: `bert4long.checkpoints.huggingface.tensor_names`). One loader (`load_weights`: open,
 assign, check), one structure checker (`check_checkpoint_matches`, and `check_sizes_before_build` before a
 model is built) and one saver per format (`write_checkpoint`, `save_huggingface_folder`) serve every family.
 """
@@ -19,7 +19,17 @@ import warnings
 import keras
 import numpy as np
 
-from bert4long.checkpoints import (  # noqa: F401 -- OPTIONAL_PREFIXES: a bert4long.models name
+from bert4long.checkpoints.config import from_google_config, read_config, to_google_config
+from bert4long.checkpoints.huggingface import (
+    is_family_folder,
+    is_huggingface_folder,
+    open_huggingface_folder,
+    read_huggingface_config,
+    tensor_names,
+)
+from bert4long.checkpoints.position_record import RECORD_KEY, position_record
+from bert4long.checkpoints.safetensors_io import SafetensorsReader, write_safetensors_folder
+from bert4long.checkpoints.tf_format import (  # noqa: F401 -- OPTIONAL_PREFIXES: a bert4long.models name
     OPTIONAL_PREFIXES,
     CheckpointReader,
     MissingCheckpointVariableError,
@@ -27,17 +37,8 @@ from bert4long.checkpoints import (  # noqa: F401 -- OPTIONAL_PREFIXES: a bert4l
     is_float,
     write_checkpoint,
 )
-from bert4long.config_keys import CONFIG_KEYS, from_google_config, read_config, to_google_config
-from bert4long.huggingface import (
-    is_family_folder,
-    is_huggingface_folder,
-    open_huggingface_folder,
-    read_huggingface_config,
-    tensor_names,
-)
+from bert4long.families import CONFIG_KEYS
 from bert4long.outputs import write_text_atomically
-from bert4long.position_record import RECORD_KEY, position_record
-from bert4long.safetensors_io import SafetensorsReader, write_safetensors_folder
 
 LAYER_NAME = re.compile(r"^(?:bert|electra)/encoder/layer_(\d+)/")
 # Settings the weights' shapes may not reveal: {bert4long name in a stored config: builder attribute}
@@ -57,7 +58,7 @@ def to_layer(value, transform, keep_tokens=None):
 
     Example:
     >>> import numpy as np
-    >>> from bert4long.checkpoint_layout import to_layer
+    >>> from bert4long.checkpoints.layout import to_layer
     >>> to_layer(np.zeros((2, 3)), "transpose").shape, to_layer(np.arange(4), "keep_tokens", [3, 0]).tolist()
     ((3, 2), [3, 0])
     """
@@ -73,7 +74,7 @@ def to_checkpoint(value, transform):
 
     Example:
     >>> import numpy as np
-    >>> from bert4long.checkpoint_layout import to_checkpoint
+    >>> from bert4long.checkpoints.layout import to_checkpoint
     >>> to_checkpoint(np.zeros((3, 2)), "transpose").shape
     (2, 3)
     """
@@ -223,7 +224,7 @@ BESIDE_CHECKPOINT = ("bert_config.json", "albert_config.json", "config.json")
 
 def stored_config(reader):
     """``(config in bert4long names, its path)`` stored beside the checkpoint ``reader`` reads; ``({}, None)`` if none."""
-    if getattr(reader, "stored_config", None) is not None:   # read once already (`bert4long.source`)
+    if getattr(reader, "stored_config", None) is not None:   # read once already (`bert4long.checkpoints.source`)
         return reader.stored_config
     if isinstance(reader, SafetensorsReader):
         path = os.path.join(reader.prefix, "config.json")
@@ -248,7 +249,7 @@ def open_checkpoint(path, family=None, config=None):
 
     Example:
     >>> import tempfile
-    >>> from bert4long.checkpoint_layout import open_checkpoint
+    >>> from bert4long.checkpoints.layout import open_checkpoint
     >>> from bert4long.testing import write_tiny_checkpoint
     >>> _, prefix, _ = write_tiny_checkpoint(tempfile.mkdtemp())
     >>> open_checkpoint(prefix).shape("bert/embeddings/word_embeddings")
@@ -309,7 +310,7 @@ def check_vocab_size(vocab_size, config_path=None, checkpoint_path=None, vocab_p
 
     Example:
     >>> import tempfile
-    >>> from bert4long.checkpoint_layout import check_vocab_size
+    >>> from bert4long.checkpoints.layout import check_vocab_size
     >>> from bert4long.testing import write_tiny_checkpoint
     >>> config_path, checkpoint_path, _ = write_tiny_checkpoint(tempfile.mkdtemp())
     >>> check_vocab_size(30522, config_path, checkpoint_path, "vocab.txt")
@@ -319,7 +320,7 @@ def check_vocab_size(vocab_size, config_path=None, checkpoint_path=None, vocab_p
     """
     if config_path is None and is_huggingface_folder(checkpoint_path):
         config_path = os.path.join(checkpoint_path, "config.json")
-    expected, source = model_size or (None, None)   # ``(size, where)`` known already (`bert4long.source`)
+    expected, source = model_size or (None, None)   # ``(size, where)`` known already (`bert4long.checkpoints.source`)
     # families: their config.json
     if model_size is None and checkpoint_path is not None and not is_family_folder(checkpoint_path):
         reader = open_checkpoint(checkpoint_path)
@@ -355,7 +356,7 @@ class CheckpointIO:
     True
     """
 
-    family = None   # a family read under its own tensor names sets its `bert4long.family.Family`
+    family = None   # a family read under its own tensor names sets its `bert4long.families.Family`
 
     def variable_mapping(self):
         """``{layer name: {weight path: checkpoint name or (name, transform)}}``."""
@@ -410,7 +411,7 @@ class CheckpointIO:
         Face ``config.json``), which is the only way to see a wrong
         ``num_attention_heads``: the weights' shapes do not show it. A shape
         mismatch is always an error; a missing variable raises
-        `MissingCheckpointVariableError`. The engine is `bert4long.checkpoint_layout` (`load_weights`).
+        `MissingCheckpointVariableError`. The engine is `bert4long.checkpoints.layout` (`load_weights`).
 
         Example:
         >>> from bert4long.models import build_transformer_model
@@ -434,7 +435,7 @@ class CheckpointIO:
 
     def google_config(self):
         """The Google ``bert_config.json`` keys that rebuild this model (every setting that changes its outputs),
-        with the position extension it reads recorded (`bert4long.position_record`).
+        with the position extension it reads recorded (`bert4long.checkpoints.position_record`).
 
         Example:
         >>> from bert4long.models import build_transformer_model
@@ -465,7 +466,7 @@ class CheckpointIO:
 
     def save_weights_as_checkpoint(self, checkpoint_path, max_shard_bytes=None):
         """Write the weights back in the original layout (hierarchical positions add no rows): a TF checkpoint
-        (``max_shard_bytes`` splits the data file: `bert4long.checkpoints.write_checkpoint`), or for a family
+        (``max_shard_bytes`` splits the data file: `bert4long.checkpoints.tf_format.write_checkpoint`), or for a family
         read under its own tensor names a Hugging Face folder transformers loads (`save_huggingface_folder`).
 
         Example:

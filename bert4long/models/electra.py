@@ -6,11 +6,8 @@
 >>> model.output.shape
 (None, None, 1)
 """
-from bert4long.family import Family
 from bert4long.layers.activations import get_activation
 from bert4long.models import BERT
-
-ELECTRA_FAMILY = Family("electra", "bert4long.electra:ELECTRA", masked_lm=False)
 
 
 class ELECTRA(BERT):

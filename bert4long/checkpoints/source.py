@@ -6,7 +6,7 @@ weight loading) asks the `Source` instead of opening the files again.
 
 Example:
 >>> import tempfile
->>> from bert4long.source import resolve_source
+>>> from bert4long.checkpoints.source import resolve_source
 >>> from bert4long.testing import write_tiny_checkpoint
 >>> config_path, prefix, _ = write_tiny_checkpoint(tempfile.mkdtemp())
 >>> source = resolve_source(checkpoint=prefix, config=config_path)
@@ -19,11 +19,11 @@ import functools
 import os
 from dataclasses import dataclass, replace
 
-from bert4long.checkpoint_layout import BESIDE_CHECKPOINT, open_checkpoint
-from bert4long.config_keys import from_google_config, read_config, trained_positions
-from bert4long.huggingface import config_family, is_huggingface_folder
-from bert4long.model_registry import family as family_named
-from bert4long.position_record import recorded_extension, restore_position_options
+from bert4long.checkpoints.config import from_google_config, read_config, trained_positions
+from bert4long.checkpoints.huggingface import config_family, is_huggingface_folder
+from bert4long.checkpoints.layout import BESIDE_CHECKPOINT, open_checkpoint
+from bert4long.checkpoints.position_record import recorded_extension, restore_position_options
+from bert4long.families import family as family_named
 
 # The word-embedding tables whose rows are a Google-layout checkpoint's vocabulary size.
 WORD_EMBEDDINGS = ("bert/embeddings/word_embeddings", "electra/embeddings/word_embeddings")
@@ -34,7 +34,7 @@ class Source:
     """A resolved checkpoint and config (build it with `resolve_source`).
 
     Attributes:
-        family: its `bert4long.family.Family` (None when a builder class was given as ``model``).
+        family: its `bert4long.families.Family` (None when a builder class was given as ``model``).
         config: builder arguments in bert4long keys (a Google file's keys kept beside their bert4long names).
         file_config: the config file as read and validated (``{}`` without one).
         config_path: that file (a Hugging Face folder's ``config.json`` when no config was given), or None.
@@ -88,7 +88,7 @@ class Source:
 
     @property
     def position_extension(self):
-        """The `PositionExtension` the config records (`bert4long.position_record`), or None."""
+        """The `PositionExtension` the config records (`bert4long.checkpoints.position_record`), or None."""
         return recorded_extension(self.file_config)
 
     @functools.cached_property
@@ -113,7 +113,7 @@ class Source:
 
     def builder_arguments(self, kwargs, override_position_extension=False):
         """The config merged with ``kwargs`` (bert4long keys; the recorded position extension restored, see
-        `bert4long.position_record.restore_position_options`) for `build_transformer_model`."""
+        `bert4long.checkpoints.position_record.restore_position_options`) for `build_transformer_model`."""
         if self.config_path is not None:
             kwargs = restore_position_options(self.file_config, kwargs, repr(os.fspath(self.config_path)),
                                               override_position_extension)
@@ -138,7 +138,7 @@ class Source:
 
 
 def _stored_config(source, reader):
-    """What `bert4long.checkpoint_layout.stored_config` would read beside ``reader``, when it is ``source``'s
+    """What `bert4long.checkpoints.layout.stored_config` would read beside ``reader``, when it is ``source``'s
     config file (then the reader carries it, and the loader does not read the file again); else None."""
     if source.huggingface:
         beside = os.path.join(reader.prefix, "config.json")
@@ -161,8 +161,8 @@ def resolve_source(checkpoint=None, config=None, model="bert", open_reader=True,
         open_reader: False: never open the checkpoint (``reader`` None).
         reader: the checkpoint's reader when it is open already (it becomes the source's ``reader``).
 
-    Raises the config's errors (`bert4long.config_keys.read_config`: missing file, bad JSON, bad values); the
-    checkpoint's (`bert4long.checkpoint_layout.open_checkpoint`) come with the first use of ``reader``.
+    Raises the config's errors (`bert4long.checkpoints.config.read_config`: missing file, bad JSON, bad values); the
+    checkpoint's (`bert4long.checkpoints.layout.open_checkpoint`) come with the first use of ``reader``.
     """
     checkpoint = os.fspath(checkpoint) if checkpoint is not None else None
     config_path = os.fspath(config) if config is not None else None

@@ -6,13 +6,8 @@
 >>> "Embedding-Position" in [layer.name for layer in model.layers]  # no position table
 False
 """
-from bert4long.family import Family
 from bert4long.layers.positions import check_max_relative_position
 from bert4long.models import BERT
-
-# Positions inside attention: no table to extend.
-NEZHA_FAMILY = Family("nezha", "bert4long.relative_position:NEZHA", position_extension=False)
-ROFORMER_FAMILY = Family("roformer", "bert4long.relative_position:RoFormer", position_extension=False)
 
 
 class RelativePositionBERT(BERT):

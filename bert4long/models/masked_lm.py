@@ -30,7 +30,7 @@ from types import SimpleNamespace
 
 import keras
 
-from bert4long.checked_model import CheckedModel
+from bert4long.models.checked import CheckedModel
 
 HEAD_INPUT_LAYER = "MLM-Dense"  # the first layer of the MLM head; its input is the encoder's output
 REDUCTIONS_OVER_ALL_ELEMENTS = ("sum_over_batch_size", "mean")

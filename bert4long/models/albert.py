@@ -6,11 +6,7 @@
 >>> [layer.name for layer in model.layers].count("Transformer-MultiHeadSelfAttention")  # one, used twice
 1
 """
-from bert4long.family import Family
 from bert4long.models import BERT
-
-ALBERT_FAMILY = Family("albert", "bert4long.albert:ALBERT")
-ALBERT_UNSHARED_FAMILY = Family("albert_unshared", "bert4long.albert:ALBERTUnshared", writes_back=False)
 
 
 class ALBERT(BERT):

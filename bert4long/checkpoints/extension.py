@@ -2,17 +2,17 @@
 
 The result is an ordinary BERT checkpoint whose ``max_position_embeddings`` is the
 new length, so any BERT tool (Hugging Face, keras-hub, bert4keras) reads the long model;
-its config records how the rows were made (`bert4long.position_record`, ``"materialized": true``).
+its config records how the rows were made (`bert4long.checkpoints.position_record`, ``"materialized": true``).
 """
 import json
 import os
 import shutil
 
-from bert4long.checkpoints import write_checkpoint
+from bert4long.checkpoints.position_record import RECORD_KEY, describe, position_record, reads_alike, recorded_extension
+from bert4long.checkpoints.tf_format import write_checkpoint
 from bert4long.layers.position_extension import PositionExtension
 from bert4long.outputs import OutputFolder
 from bert4long.position_alpha import DEFAULT_ALPHA
-from bert4long.position_record import RECORD_KEY, describe, position_record, reads_alike, recorded_extension
 
 POSITION_VARIABLE = "bert/embeddings/position_embeddings"
 
@@ -22,7 +22,7 @@ def extend_position_table(table, method, max_position, alpha=DEFAULT_ALPHA):
 
     Example:
     >>> import numpy as np
-    >>> from bert4long.extension import extend_position_table
+    >>> from bert4long.checkpoints.extension import extend_position_table
     >>> extend_position_table(np.ones((512, 8), "float32"), "copy", 1300).shape
     (1300, 8)
     """
@@ -42,11 +42,11 @@ def extend_checkpoint(config_path, checkpoint_path, method, max_position, out_di
     Returns ``(config_path, checkpoint_prefix)``.
 
     Example:
-    >>> from bert4long.extension import extend_checkpoint
+    >>> from bert4long.checkpoints.extension import extend_checkpoint
     >>> extend_checkpoint("bert_config.json", "bert_model.ckpt", "hierarchical", 2048, "long/")  # doctest: +SKIP
     """
-    from bert4long.checkpoint_layout import open_checkpoint
-    from bert4long.config_keys import read_config
+    from bert4long.checkpoints.config import read_config
+    from bert4long.checkpoints.layout import open_checkpoint
 
     config = read_config(config_path)
     reader = open_checkpoint(checkpoint_path)

@@ -4,20 +4,12 @@ A BERT encoder whose attention is block-sparse (``attention_type='block_sparse'`
 window, random and global blocks; see `bert4long.attention.block_sparse`) or full
 (``'original_full'``); docs/long_encoders.md.
 """
-from bert4long.config_keys import CONFIG_KEYS
-from bert4long.family import Family, with_defaults
-from bert4long.hf_folder import HuggingFaceFamily, dense_weights, norm_weights
+from bert4long import families
+from bert4long.checkpoints.hf_folder import HuggingFaceFamily, dense_weights, norm_weights
 from bert4long.layers import MultiHeadAttention
 from bert4long.models import BERT
 
 ATTENTION_TYPES = ("block_sparse", "original_full")
-# Built as the released checkpoints: biased query/key/value, unscaled embeddings, an encoder (`refused`).
-BIG_BIRD_FAMILY = Family(
-    "big_bird", "bert4long.big_bird:BigBird", model_types=("big_bird",), architecture="BigBird",
-    checkpoint="safetensors", task_prefixes=("bert.",), head_prefixes=("cls.",),
-    config_keys=with_defaults(CONFIG_KEYS, max_position=4096) + tuple(
-        (key, None, key, None) for key in ("block_size", "num_random_blocks", "attention_type")),
-    refused=(("use_bias", True), ("rescale_embeddings", False), ("is_decoder", False)), tokenizer="sentencepiece")
 
 
 class BigBird(HuggingFaceFamily, BERT):
@@ -43,7 +35,7 @@ class BigBird(HuggingFaceFamily, BERT):
     """
 
     model_name = "big_bird"
-    family = BIG_BIRD_FAMILY
+    family = families.family("big_bird")
 
     def __init__(self, block_size=64, num_random_blocks=3, attention_type="block_sparse", **kwargs):
         if attention_type not in ATTENTION_TYPES:

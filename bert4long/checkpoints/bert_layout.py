@@ -1,6 +1,6 @@
 """The Google BERT checkpoint layout (``bert/embeddings/``, ``bert/encoder/layer_N/``, ``cls/``) as data.
 
-`BERTCheckpointLayout` gives a builder its `variable_mapping()`; `bert4long.checkpoint_layout`
+`BERTCheckpointLayout` gives a builder its `variable_mapping()`; `bert4long.checkpoints.layout`
 applies that table to a checkpoint, both ways.
 
 >>> BERTCheckpointLayout.block_mapping("bert/encoder/layer_0/")["attention_norm"]["gamma"]

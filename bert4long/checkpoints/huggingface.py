@@ -1,8 +1,8 @@
 """Hugging Face model folders (``config.json`` + ``model.safetensors``) without PyTorch.
 
-Every folder is read by the one `bert4long.safetensors_io.SafetensorsReader` (`open_huggingface_folder`),
+Every folder is read by the one `bert4long.checkpoints.safetensors_io.SafetensorsReader` (`open_huggingface_folder`),
 with the naming its family gives (`tensor_names`). The families declared with ``checkpoint="tf"`` (BERT,
-RoBERTa, XLM-RoBERTa: `bert4long.bert_families`) are read under the original Google checkpoint names
+RoBERTa, XLM-RoBERTa: `bert4long.families`) are read under the original Google checkpoint names
 (`GoogleNames`), so the model classes' single `variable_mapping()` serves both formats: the rewrite rules
 below are the whole format conversion, a table of name patterns, each with how the array changes, and
 `GoogleNames.write` runs them backwards. The others (ModernBERT, Longformer, BigBird) are read under their own
@@ -14,14 +14,14 @@ import re
 
 import numpy as np
 
-from bert4long.checkpoints import trained_google_name
-from bert4long.config_keys import read_config, to_google_config
-from bert4long.model_registry import families, family_of_model_type
-from bert4long.safetensors_io import (  # noqa: F401 -- WEIGHT_FILENAME: a bert4long.huggingface name
+from bert4long.checkpoints.config import read_config, to_google_config
+from bert4long.checkpoints.safetensors_io import (  # noqa: F401 -- WEIGHT_FILENAME: a bert4long.checkpoints.huggingface name
     WEIGHT_FILENAME,
     OwnNames,
     SafetensorsReader,
 )
+from bert4long.checkpoints.tf_format import trained_google_name
+from bert4long.families import FAMILIES, family_of_model_type
 
 _DENSE = r"(?:weight|gamma)"
 # (pattern on the key without its 'bert.'/'roberta.' prefix, Google name template, transform)
@@ -71,7 +71,7 @@ def supported_model_types():
     >>> "xlm-roberta" in supported_model_types()
     True
     """
-    return tuple(model_type for family in families() for model_type in family.model_types)
+    return tuple(model_type for family in FAMILIES for model_type in family.model_types)
 
 
 def config_family(hf, source="config.json"):
@@ -111,7 +111,7 @@ def read_huggingface_config(path):
     key table; ``"model"`` names the family.
 
     Example:
-    >>> from bert4long.huggingface import read_huggingface_config
+    >>> from bert4long.checkpoints.huggingface import read_huggingface_config
     >>> read_huggingface_config("all-MiniLM-L6-v2/")["max_position"]  # doctest: +SKIP
     512
     """
@@ -128,8 +128,8 @@ def google_name(key, family):
     """``(Google name, transform)`` of safetensors ``key`` in a folder of ``family`` by `NAME_RULES`
     (``(None, None)``: no rule).
 
-    >>> from bert4long.bert_families import XLM_ROBERTA_FAMILY
-    >>> google_name("roberta.encoder.layer.3.attention.self.query.weight", XLM_ROBERTA_FAMILY)
+    >>> from bert4long.families import family
+    >>> google_name("roberta.encoder.layer.3.attention.self.query.weight", family("xlm-roberta"))
     ('bert/encoder/layer_3/attention/self/query/kernel', 'transpose')
     """
     stripped = next((key.removeprefix(p) for p in family.task_prefixes if key.startswith(p)), key)
@@ -144,8 +144,8 @@ def huggingface_key(name, family):
     """The safetensors key a ``family`` folder stores Google name ``name`` under: `google_name` backwards
     (the task prefix on the encoder, the family's head names on ``cls/predictions``).
 
-    >>> from bert4long.bert_families import XLM_ROBERTA_FAMILY
-    >>> huggingface_key("cls/predictions/transform/LayerNorm/gamma", XLM_ROBERTA_FAMILY)
+    >>> from bert4long.families import family
+    >>> huggingface_key("cls/predictions/transform/LayerNorm/gamma", family("xlm-roberta"))
     'lm_head.layer_norm.weight'
     """
     key = re.sub(r"layer_(\d+)", r"layer.\1", name).replace("/", ".")
@@ -168,8 +168,8 @@ class GoogleNames:
     checkpoint names by `NAME_RULES` and written back by `huggingface_key`; ``offset`` position rows (RoBERTa's
     unused ones) are left out when read and written as zeros.
 
-    >>> from bert4long.bert_families import ROBERTA_FAMILY
-    >>> names = GoogleNames(ROBERTA_FAMILY, offset=2)
+    >>> from bert4long.families import family
+    >>> names = GoogleNames(family("roberta"), offset=2)
     >>> names.read("roberta.embeddings.position_embeddings.weight")
     ('bert/embeddings/position_embeddings', 'position_offset')
     >>> key, value = names.write("bert/embeddings/position_embeddings", np.ones((3, 2)), task_model=False)
@@ -211,9 +211,9 @@ class GoogleNames:
 
 
 def tensor_names(family, pad_token_id=0):
-    """The naming (`bert4long.safetensors_io.SafetensorsReader`'s data) of a ``family`` folder.
+    """The naming (`bert4long.checkpoints.safetensors_io.SafetensorsReader`'s data) of a ``family`` folder.
 
-    >>> from bert4long.model_registry import family
+    >>> from bert4long.families import family
     >>> type(tensor_names(family("longformer"))).__name__, type(tensor_names(family("xlm-roberta"))).__name__
     ('OwnNames', 'GoogleNames')
     """
@@ -223,12 +223,12 @@ def tensor_names(family, pad_token_id=0):
 
 
 def open_huggingface_folder(folder, family=None, config=None):
-    """The `bert4long.safetensors_io.SafetensorsReader` of a Hugging Face folder, named as its family's
+    """The `bert4long.checkpoints.safetensors_io.SafetensorsReader` of a Hugging Face folder, named as its family's
     (``family``, else the one its ``config.json`` names) tables say (``config``: that ``config.json``, when it
     was read already).
 
     Example:
-    >>> from bert4long.huggingface import open_huggingface_folder
+    >>> from bert4long.checkpoints.huggingface import open_huggingface_folder
     >>> reader = open_huggingface_folder("all-MiniLM-L6-v2/")  # doctest: +SKIP
     >>> reader.shape("bert/encoder/layer_0/attention/self/query/kernel")  # doctest: +SKIP
     (384, 384)
@@ -257,12 +257,12 @@ def convert_huggingface_folder(folder, out_dir, overwrite=False):
     and not ``folder``; it appears only when complete (`bert4long.outputs.OutputFolder`).
 
     Example:
-    >>> from bert4long.huggingface import convert_huggingface_folder
+    >>> from bert4long.checkpoints.huggingface import convert_huggingface_folder
     >>> convert_huggingface_folder("all-MiniLM-L6-v2/", "minilm-google/")  # doctest: +SKIP
     """
     import shutil
 
-    from bert4long.checkpoints import write_checkpoint
+    from bert4long.checkpoints.tf_format import write_checkpoint
     from bert4long.outputs import OutputFolder
 
     config = read_huggingface_config(folder)
@@ -283,4 +283,4 @@ def __getattr__(name):
     """``SUPPORTED_MODEL_TYPES``, the tuple this module held before families were declared."""
     if name == "SUPPORTED_MODEL_TYPES":
         return supported_model_types()
-    raise AttributeError(f"module 'bert4long.huggingface' has no attribute {name!r}")
+    raise AttributeError(f"module 'bert4long.checkpoints.huggingface' has no attribute {name!r}")

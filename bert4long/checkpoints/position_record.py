@@ -18,7 +18,7 @@ swallows unknown ones in ``**kwargs`` (the key is not its ``hierarchical_positio
 silently switched on: pass it the recorded alpha yourself); transformers' ``PretrainedConfig`` keeps unknown
 keys as attributes.
 """
-from bert4long.config_keys import RECORD_KEY, integer_problem, trained_positions
+from bert4long.checkpoints.config import RECORD_KEY, integer_problem, trained_positions
 from bert4long.layers.position_extension import EXTENSION_METHODS, PositionExtension, validate_alpha
 from bert4long.position_alpha import ALPHA_RANGE, DEFAULT_ALPHA, alpha_problem
 
@@ -34,7 +34,7 @@ def position_record(extension, trained_positions, materialized=False):
 
     Example:
     >>> from bert4long.layers.position_extension import PositionExtension
-    >>> from bert4long.position_record import position_record
+    >>> from bert4long.checkpoints.position_record import position_record
     >>> position_record(PositionExtension("hierarchical", alpha=0.3), 512)
     {'method': 'hierarchical', 'alpha': 0.3, 'trained_positions': 512}
     """
@@ -57,7 +57,7 @@ def recorded_extension(config):
     that holds its rows already.
 
     Example:
-    >>> from bert4long.position_record import recorded_extension
+    >>> from bert4long.checkpoints.position_record import recorded_extension
     >>> recorded_extension({"bert4long_position_extension": {"method": "copy", "length": 2048}})
     PositionExtension('copy', alpha=None, length=2048)
     """
@@ -99,7 +99,7 @@ def check_record(config, source):
     that is not a record `position_record` writes, or that describes another table than the config's.
 
     Example:
-    >>> from bert4long.position_record import check_record
+    >>> from bert4long.checkpoints.position_record import check_record
     >>> check_record({"max_position_embeddings": 512, "bert4long_position_extension": {
     ...     "method": "hierarchical", "alpha": 0.5, "trained_positions": 512}}, "bert_config.json")
     Traceback (most recent call last):
@@ -155,7 +155,7 @@ def restore_position_options(config, options, source, override=False):
     (`reads_alike`) or ``ValueError`` names both and the fix; ``override=True`` builds with the given ones.
 
     Example:
-    >>> from bert4long.position_record import restore_position_options
+    >>> from bert4long.checkpoints.position_record import restore_position_options
     >>> config = {"bert4long_position_extension": {"method": "hierarchical", "alpha": 0.3}}
     >>> restore_position_options(config, {}, "bert_config.json")["hierarchical_position"]
     0.3

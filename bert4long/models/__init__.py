@@ -1,47 +1,26 @@
 """BERT-family models built layer by layer, with original-checkpoint loading.
 
 `build_transformer_model` is the entry point bert4keras users know. This module
-assembles models: the `Transformer` builder and `BERT`; `bert4long.model_registry`
-finds the families kept in their own modules (`bert4long.albert`,
-`bert4long.relative_position` for NEZHA and RoFormer, `bert4long.electra`, and
+assembles models: the `Transformer` builder and `BERT`; `bert4long.families`
+finds the families kept in their own modules (`bert4long.models.albert`,
+`bert4long.models.relative_position` for NEZHA and RoFormer, `bert4long.models.electra`, and
 the Hugging Face families), which are also names here. Each
 model class writes its checkpoint layout down as data in `variable_mapping()`
-(BERT's is `bert4long.bert_layout`): ``{layer name: {weight path: checkpoint
+(BERT's is `bert4long.checkpoints.bert_layout`): ``{layer name: {weight path: checkpoint
 variable}}``; loading and saving both go through that table by name, never by
-list order, in the checkpoint engine `bert4long.checkpoint_layout`. Config keys
-are translated by `bert4long.config_keys`.
+list order, in the checkpoint engine `bert4long.checkpoints.layout`. Config keys
+are translated by `bert4long.checkpoints.config`.
 """
+import importlib
 import inspect
 
 import keras
 import numpy as np
 
-from bert4long.bert_layout import BERTCheckpointLayout
-from bert4long.checked_model import CheckedModel
-from bert4long.checkpoint_layout import (  # noqa: F401 -- check_vocab_size, the constants: bert4long.models names
-    LAYER_NAME,
-    OPTIONAL_PREFIXES,
-    SIZE_KEYS,
-    STRUCTURE_KEYS,
-    CheckpointIO,
-    check_checkpoint_matches,
-    check_sizes_before_build,
-    check_vocab_size,
-    checkpoint_variables,
-    load_mapped_weights,
-    mapped_weights,
-    open_checkpoint,
-    stored_config,
-    to_layer,
-)
-from bert4long.checkpoints import MissingCheckpointVariableError, write_checkpoint  # noqa: F401
-from bert4long.config_keys import (  # noqa: F401 -- CONFIG_RENAMES, read_config: bert4long.models names
-    CONFIG_KEYS,
-    CONFIG_RENAMES,
-    from_google_config,
-    read_config,
-    to_google_config,
-)
+from bert4long.checkpoints.bert_layout import BERTCheckpointLayout
+from bert4long.checkpoints.layout import CheckpointIO, check_sizes_before_build
+from bert4long.checkpoints.source import Source, resolve_source
+from bert4long.families import FAMILIES
 from bert4long.layers import (
     BiasAdd,
     Embedding,
@@ -57,14 +36,8 @@ from bert4long.layers.activations import get_activation
 from bert4long.layers.dropout import Recompute, SeededDropout, name_seed
 from bert4long.layers.nodes import Add
 from bert4long.layers.position_extension import PositionExtension
-from bert4long.masked_lm_model import MaskedLMModel
-from bert4long.model_registry import (  # noqa: F401 -- family_model_class: a bert4long.models name
-    family,
-    family_model_class,
-    models_attribute,
-    registered_model_class,
-)
-from bert4long.source import Source, resolve_source
+from bert4long.models.checked import CheckedModel
+from bert4long.models.masked_lm import MaskedLMModel
 
 APPLICATIONS = ("encoder", "lm", "unilm")
 
@@ -345,9 +318,17 @@ class BERT(BERTCheckpointLayout, Transformer):
         return outputs[1:]
 
 
+# Builder classes under their bert4keras names, imported on first use: every family's, and NEZHA's and RoFormer's base.
+BUILDER_CLASSES = {f.builder.split(":")[1]: f.builder for f in FAMILIES} | {
+    "RelativePositionBERT": "bert4long.models.relative_position:RelativePositionBERT"}
+
+
 def __getattr__(name):
-    """``MODELS`` and the family classes of other modules, imported on first use (`bert4long.model_registry`)."""
-    return models_attribute(name)
+    """A builder class of `BUILDER_CLASSES` (``bert4long.models.ALBERT``, ...), importing its module."""
+    if name not in BUILDER_CLASSES:
+        raise AttributeError(f"module 'bert4long.models' has no attribute {name!r}")
+    module, attribute = BUILDER_CLASSES[name].split(":")
+    return getattr(importlib.import_module(module), attribute)
 
 
 def build_transformer_model(
@@ -362,14 +343,14 @@ def build_transformer_model(
 
     Args:
         config_path: ``bert_config.json`` (Google keys; bert4keras renames applied), or a
-            `bert4long.source.Source` (resolved once: config, family and open checkpoint; then
+            `bert4long.checkpoints.source.Source` (resolved once: config, family and open checkpoint; then
             ``checkpoint_path`` is left None and the source's reader, if any, is loaded).
         checkpoint_path: checkpoint prefix or folder (``bert_model.ckpt``); None
             leaves random weights.
         model: ``'bert'``, ``'roberta'``, ``'albert'``, ``'albert_unshared'``,
             ``'nezha'`` (``max_relative_position``, default 64), ``'roformer'`` or
             ``'electra'`` (``with_discriminator``), ``'xlm-roberta'``; see
-            `bert4long.model_registry`. A Hugging Face folder whose family reads its own
+            `bert4long.families`. A Hugging Face folder whose family reads its own
             tensor names (``'modernbert'``, ...) builds that family whatever ``model`` says.
         application: ``'encoder'``, ``'lm'`` (causal) or ``'unilm'`` (seq2seq mask).
         return_keras_model: False returns the builder (with
@@ -379,7 +360,7 @@ def build_transformer_model(
             config stored beside it) with a warning instead of an error; see
             `Transformer.load_weights_from_checkpoint`.
         override_position_extension: True builds with the position options given
-            although the config records another extension (`bert4long.position_record`:
+            although the config records another extension (`bert4long.checkpoints.position_record`:
             a config bert4long wrote says how it was trained; with no position option
             the model gets that one, and a different one is an error).
         **kwargs: ``with_pool``, ``with_nsp``, ``with_mlm`` (True: probabilities,
@@ -394,7 +375,7 @@ def build_transformer_model(
             ``attention_config['max_global_tokens']`` per example),
             ``feed_forward_chunk_size``, ``recompute``, ``rope_scaling`` (ModernBERT's rotary positions
             stretched, replacing the config's: ``{'rope_type': 'yarn', 'factor': 4.0}``; see
-            `bert4long.modernbert.ModernBERT`), and any config key.
+            `bert4long.models.modernbert.ModernBERT`), and any config key.
 
     Example:
     >>> from bert4long.models import build_transformer_model

@@ -1,9 +1,9 @@
 """A Hugging Face ``model.safetensors`` read and written by every family, through the safetensors numpy API.
 
-`SafetensorsReader` is the reader protocol's (`bert4long.checkpoints.WeightReader`) second implementation: the
+`SafetensorsReader` is the reader protocol's (`bert4long.checkpoints.tf_format.WeightReader`) second implementation: the
 file's tensors under the names a family's `variable_mapping()` uses. What differs between families is data it
 is given, a *naming*: `OwnNames` (the tensor names less the family's task prefix: Longformer, BigBird,
-ModernBERT) or `bert4long.huggingface.GoogleNames` (Google checkpoint names: BERT, RoBERTa, XLM-RoBERTa). A
+ModernBERT) or `bert4long.checkpoints.huggingface.GoogleNames` (Google checkpoint names: BERT, RoBERTa, XLM-RoBERTa). A
 naming reads a key as ``(name, transform)`` and writes ``(name, array)`` back as ``(key, array)``;
 `write_safetensors_folder` writes ``model.safetensors`` + ``config.json``.
 """
@@ -12,7 +12,7 @@ import os
 
 import numpy as np
 
-from bert4long.checkpoints import WeightReader, check_finite
+from bert4long.checkpoints.tf_format import WeightReader, check_finite
 from bert4long.outputs import atomic_write, write_text_atomically
 
 WEIGHT_FILENAME = "model.safetensors"
@@ -64,7 +64,7 @@ class SafetensorsReader(WeightReader):
     >>> import os, tempfile
     >>> import numpy as np
     >>> from safetensors.numpy import save_file
-    >>> from bert4long.safetensors_io import OwnNames, SafetensorsReader
+    >>> from bert4long.checkpoints.safetensors_io import OwnNames, SafetensorsReader
     >>> folder = tempfile.mkdtemp()
     >>> save_file({"model.final_norm.weight": np.ones(4, "float32")}, os.path.join(folder, "model.safetensors"))
     >>> with SafetensorsReader(folder, OwnNames(("model.",), ("head.",))) as reader:
@@ -155,7 +155,7 @@ def write_safetensors_folder(folder, tensors, config):
 
     Example:
     >>> import tempfile, numpy as np
-    >>> from bert4long.safetensors_io import OwnNames, SafetensorsReader, write_safetensors_folder
+    >>> from bert4long.checkpoints.safetensors_io import OwnNames, SafetensorsReader, write_safetensors_folder
     >>> folder = tempfile.mkdtemp()
     >>> write_safetensors_folder(folder, {"decoder.bias": np.zeros(3, "float32")}, {"model_type": "modernbert"})
     >>> SafetensorsReader(folder, OwnNames(("model.",), ("decoder.",))).shape("decoder.bias")
