@@ -1,10 +1,10 @@
 """Every model family as data: one table of declarations, readable without starting TensorFlow.
 
 A `Family` names its builder (``"module:Class"``, imported on first use), the checkpoint format it reads, its
-config keys and its capabilities; everything else asks the family (``family.position_extension``,
-``family.from_huggingface(config)``) instead of matching its name. A family whose checkpoints differ from one
-already here only in their config is one `Family(...)` line in `FAMILIES`; a new architecture adds its builder
-under `bert4long.models` (docs/architecture.md).
+config keys, its capabilities and its tiny test checkpoint; everything else asks the family
+(``family.position_extension``, ``family.from_huggingface(config)``) instead of matching its name. A family whose
+checkpoints differ from one already here only in their config is one `Family(...)` line in `FAMILIES`; a new
+architecture adds its builder under `bert4long.models` (docs/architecture.md).
 
 Example:
 >>> family("roberta").from_huggingface({"vocab_size": 9, "max_position_embeddings": 514, "pad_token_id": 1})["max_position"]
@@ -54,6 +54,33 @@ def with_defaults(rows, **defaults):
 
 
 @dataclass(frozen=True)
+class TinyCheckpoint:
+    """A family's tiny test checkpoint (written by tests/conftest.py) and the independent model the family suite
+    checks its outputs against (tests/test_family_suite.py).
+
+    Args:
+        writer: ``"google"``: a Google-layout checkpoint (`bert4long.testing.write_tiny_checkpoint`); else a Hugging
+            Face folder saved by transformers' ``{architecture}ForMaskedLM`` with the tokenizer it names: ``"bpe"``
+            (RoBERTa's vocab.json and merges.txt), ``"sentencepiece"`` (fairseq's sentencepiece.bpe.model) or
+            ``"tokenizer.json"`` (one fast-tokenizer file with [CLS]/[SEP] templates, as ModernBERT's).
+        layout: (``"google"``) the original checkpoint format, a key of `bert4long.testing.LAYOUTS`.
+        seed: (``"google"``) the seed of its random weights.
+        config: ``(key, value)`` pairs over the writer's tiny config (``bert_config.json`` keys, or the arguments of
+            transformers' ``{architecture}Config``).
+        reference: ``"numpy_bert"`` (BERT and ALBERT), ``"numpy_families"`` (NEZHA, RoFormer, ELECTRA's
+            discriminator): the float64 numpy models of tests/; ``"transformers"``: ``{architecture}ForMaskedLM``.
+        positions: (``"numpy_families"``) ``"absolute"``, ``"relative"`` (NEZHA's) or ``"rotary"`` (RoFormer's).
+    """
+
+    writer: str
+    layout: str = ""
+    seed: int = 0
+    config: tuple = ()
+    reference: str = "transformers"
+    positions: str = "absolute"
+
+
+@dataclass(frozen=True)
 class Family:
     """One model family.
 
@@ -79,10 +106,10 @@ class Family:
             dynamic or yarn, `bert4long.rope_scaling.resolve_rope_scaling`; the command line's --rope-scaling).
         global_tokens: its attention-mask input marks global tokens (Longformer).
         segment_ids: it takes segment ids as a second input.
-        tokenizer: what its folders usually hold (``"wordpiece"``, ``"bpe"``, ``"sentencepiece"``).
         masked_lm: its checkpoints have a masked-LM head to continue (ELECTRA's discriminator: none).
         writes_back: trained weights can be written in its checkpoint layout (ALBERT's layout holds one shared
             block, which unshared layers no longer fit).
+        tiny: its `TinyCheckpoint`, for the tests.
     """
 
     name: str
@@ -101,9 +128,9 @@ class Family:
     rope_scaling: bool = False
     global_tokens: bool = False
     segment_ids: bool = True
-    tokenizer: str = "wordpiece"
     masked_lm: bool = True
     writes_back: bool = True
+    tiny: TinyCheckpoint = None
 
     def __post_init__(self):
         if self.checkpoint not in FORMATS:
@@ -172,44 +199,59 @@ class Family:
 # Every family, in the order --model's help lists them. Builders: `bert4long.models`.
 FAMILIES = (
     Family("bert", "bert4long.models:BERT", model_types=("bert",), architecture="Bert",
-           task_prefixes=("bert.",), head_prefixes=("cls.",)),
+           task_prefixes=("bert.",), head_prefixes=("cls.",),
+           tiny=TinyCheckpoint("google", layout="bert", seed=1, reference="numpy_bert")),
     # RoBERTa's position table starts after its padding id (two unused rows); its folders name the encoder
     # ``roberta.`` and the MLM head ``lm_head.``.
     Family("roberta", "bert4long.models:BERT", model_types=("roberta",), architecture="Roberta",
            task_prefixes=("roberta.",), head_prefixes=("lm_head.",),
-           config_keys=with_defaults(CONFIG_KEYS, pad_token_id=1), position_offset=True, tokenizer="bpe"),
+           config_keys=with_defaults(CONFIG_KEYS, pad_token_id=1), position_offset=True,
+           tiny=TinyCheckpoint("bpe", config=(("max_position_embeddings", 66), ("type_vocab_size", 1)))),
     # RoBERTa with a SentencePiece vocabulary (BGE-M3 and multilingual-e5: XLM-RoBERTa with 8,194 positions).
     Family("xlm-roberta", "bert4long.models:BERT", aliases=("xlm_roberta",), model_types=("xlm-roberta",),
            architecture="XLMRoberta", task_prefixes=("roberta.",), head_prefixes=("lm_head.",),
-           config_keys=with_defaults(CONFIG_KEYS, pad_token_id=1), position_offset=True, tokenizer="sentencepiece"),
-    Family("albert", "bert4long.models.albert:ALBERT"),
+           config_keys=with_defaults(CONFIG_KEYS, pad_token_id=1), position_offset=True,
+           tiny=TinyCheckpoint("sentencepiece", config=(("max_position_embeddings", 66), ("type_vocab_size", 1)))),
+    Family("albert", "bert4long.models.albert:ALBERT",
+           tiny=TinyCheckpoint("google", layout="albert", seed=2, reference="numpy_bert")),
     # ALBERT's layout holds one shared block, which unshared layers no longer fit.
-    Family("albert_unshared", "bert4long.models.albert:ALBERTUnshared", writes_back=False),
-    # Positions inside attention: no table to extend.
-    Family("nezha", "bert4long.models.relative_position:NEZHA", position_extension=False),
-    Family("roformer", "bert4long.models.relative_position:RoFormer", position_extension=False),
+    Family("albert_unshared", "bert4long.models.albert:ALBERTUnshared", writes_back=False,
+           tiny=TinyCheckpoint("google", layout="albert", seed=2, reference="numpy_bert")),
+    # Positions inside attention: no table to extend. The tiny max_relative_position (5) clips at short lengths.
+    Family("nezha", "bert4long.models.relative_position:NEZHA", position_extension=False,
+           tiny=TinyCheckpoint("google", layout="nezha", seed=11, config=(("max_relative_position", 5),),
+                               reference="numpy_families", positions="relative")),
+    Family("roformer", "bert4long.models.relative_position:RoFormer", position_extension=False,
+           tiny=TinyCheckpoint("google", layout="roformer", seed=12, reference="numpy_families", positions="rotary")),
     # The discriminator: no masked-LM head to continue.
-    Family("electra", "bert4long.models.electra:ELECTRA", masked_lm=False),
+    Family("electra", "bert4long.models.electra:ELECTRA", masked_lm=False,
+           tiny=TinyCheckpoint("google", layout="electra", seed=13, reference="numpy_families")),
     # Its config.json has no BERT key table (rope_parameters, layer_types): `ModernBERT.from_huggingface_config`
     # reads it.
     Family("modernbert", "bert4long.models.modernbert:ModernBERT", model_types=("modernbert",),
            architecture="ModernBert", checkpoint="safetensors", task_prefixes=("model.",),
            head_prefixes=("head.", "decoder."), encoder_prefixes=("embeddings.", "layers.", "final_norm."),
-           config_keys=None, position_extension=False, rope_scaling=True, segment_ids=False, tokenizer="bpe"),
+           config_keys=None, position_extension=False, rope_scaling=True, segment_ids=False,
+           tiny=TinyCheckpoint("tokenizer.json", config=(
+               ("intermediate_size", 40), ("num_hidden_layers", 3), ("num_attention_heads", 2), ("local_attention", 8),
+               ("global_attn_every_n_layers", 2), ("max_position_embeddings", 128)))),
     # RoBERTa's table (positions after pad_token_id) and its own attention: no position extension.
     Family("longformer", "bert4long.models.longformer:Longformer", model_types=("longformer",),
            architecture="Longformer", checkpoint="safetensors", task_prefixes=("longformer.",),
            head_prefixes=("lm_head.",),
            config_keys=with_defaults(CONFIG_KEYS, max_position=4098, segment_vocab_size=1, layer_norm_epsilon=1e-5,
                                      pad_token_id=1) + (("attention_window", None, "attention_window", 512),),
-           position_offset=True, position_extension=False, global_tokens=True, tokenizer="bpe"),
+           position_offset=True, position_extension=False, global_tokens=True,
+           tiny=TinyCheckpoint("bpe", config=(("attention_window", (4, 8)), ("max_position_embeddings", 66),
+                                              ("type_vocab_size", 1)))),
     # Built as the released checkpoints: biased query/key/value, unscaled embeddings, an encoder (`refused`).
     Family("big_bird", "bert4long.models.big_bird:BigBird", model_types=("big_bird",), architecture="BigBird",
            checkpoint="safetensors", task_prefixes=("bert.",), head_prefixes=("cls.",),
            config_keys=with_defaults(CONFIG_KEYS, max_position=4096) + tuple(
                (key, None, key, None) for key in ("block_size", "num_random_blocks", "attention_type")),
            refused=(("use_bias", True), ("rescale_embeddings", False), ("is_decoder", False)),
-           tokenizer="sentencepiece"),
+           tiny=TinyCheckpoint("bpe", config=(("block_size", 2), ("num_random_blocks", 1),
+                                              ("max_position_embeddings", 64), ("sep_token_id", 2)))),
 )
 
 

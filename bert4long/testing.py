@@ -5,6 +5,7 @@ The variable names here are spelled out independently of the model classes'
 """
 import json
 import os
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -43,15 +44,47 @@ def _bert_layer_variables(prefix, hidden, intermediate, draw, attention="attenti
     return v
 
 
-def tiny_checkpoint_variables(config, model="bert", seed=0, with_optimizer_slots=True):
-    """Random float32 weights ``{original name: array}`` for ``config`` in the ``model`` layout.
+@dataclass(frozen=True)
+class TinyLayout:
+    """An original checkpoint format (a value of `LAYOUTS`): how its variables differ from Google BERT's.
 
-    Layouts: ``'bert'`` (Google), ``'albert'`` (google-research/albert), ``'nezha'``
-    and ``'roformer'`` (Google BERT names without ``bert/embeddings/position_embeddings``),
-    ``'electra'`` (google-research/electra discriminator: ``electra/...``,
-    ``electra/embeddings_project`` when ``embedding_size != hidden_size``,
-    ``discriminator_predictions/dense`` and ``dense_1``; no pooler or ``cls/`` head).
+    Args:
+        config: ``bert_config.json`` keys its configs add, as ``(key, tiny value)`` pairs (a value given is kept).
+        shared_block: one encoder block for every layer, under google-research/albert's names.
+        position_table: it has ``bert/embeddings/position_embeddings`` (NEZHA and RoFormer place positions inside
+            attention).
+        scope: its encoder's variable scope.
+        discriminator: google-research/electra's ``discriminator_predictions/dense`` and ``dense_1`` in place of the
+            pooler and the ``cls/`` heads (and ``embeddings_project`` when ``embedding_size != hidden_size``).
     """
+
+    config: tuple = ()
+    shared_block: bool = False
+    position_table: bool = True
+    scope: str = "bert/"
+    discriminator: bool = False
+
+
+LAYOUTS = {
+    "bert": TinyLayout(),
+    "albert": TinyLayout(config=(("embedding_size", 8),), shared_block=True),
+    # as in huawei-noah's NEZHA configs
+    "nezha": TinyLayout(config=(("max_relative_position", 64), ("use_relative_position", True)), position_table=False),
+    "roformer": TinyLayout(position_table=False),
+    "electra": TinyLayout(config=(("embedding_size", 8),), scope="electra/", discriminator=True),
+}
+
+
+def tiny_layout(model):
+    """The `TinyLayout` named ``model``."""
+    if model not in LAYOUTS:
+        raise ValueError(f"No tiny checkpoint layout for model {model!r}: use one of {sorted(LAYOUTS)}.")
+    return LAYOUTS[model]
+
+
+def tiny_checkpoint_variables(config, model="bert", seed=0, with_optimizer_slots=True):
+    """Random float32 weights ``{original name: array}`` for ``config`` in layout ``model``, a key of `LAYOUTS`."""
+    layout = tiny_layout(model)
     rng = np.random.default_rng(seed)
 
     def draw(*shape):
@@ -76,33 +109,29 @@ def tiny_checkpoint_variables(config, model="bert", seed=0, with_optimizer_slots
         "cls/predictions/output_bias": draw(config["vocab_size"]),
         "global_step": np.array(1000, dtype="int64"),
     }
-    if model == "albert":
+    if layout.shared_block:
         variables["bert/encoder/embedding_hidden_mapping_in/kernel"] = draw(embedding, hidden)
         variables["bert/encoder/embedding_hidden_mapping_in/bias"] = draw(hidden)
         variables.update(_bert_layer_variables(
             "bert/encoder/transformer/group_0/inner_group_0/", hidden, intermediate, draw,
             attention="attention_1/", ffn_in="ffn_1/intermediate/", ffn_out="ffn_1/intermediate/output/",
             attention_norm="LayerNorm/", output_norm="LayerNorm_1/"))
-    elif model in ("bert", "nezha", "roformer", "electra"):
+    else:
         for i in range(config["num_hidden_layers"]):
             variables.update(_bert_layer_variables(f"bert/encoder/layer_{i}/", hidden, intermediate, draw))
-    else:
-        raise ValueError(
-            f"No tiny checkpoint layout for model {model!r}: use 'bert', 'albert', 'nezha', 'roformer' or 'electra'."
-        )
-    if model in ("nezha", "roformer"):
+    if not layout.position_table:
         del variables["bert/embeddings/position_embeddings"]
-    if model == "electra":
-        variables = {"electra/" + n[len("bert/"):]: v for n, v in variables.items()
-                     if n.startswith("bert/") and not n.startswith("bert/pooler/")}
+    if layout.discriminator:
+        variables = {n: v for n, v in variables.items() if n.startswith("bert/") and not n.startswith("bert/pooler/")}
         if embedding != hidden:
-            variables["electra/embeddings_project/kernel"] = draw(embedding, hidden)
-            variables["electra/embeddings_project/bias"] = draw(hidden)
+            variables["bert/embeddings_project/kernel"] = draw(embedding, hidden)
+            variables["bert/embeddings_project/bias"] = draw(hidden)
         variables["discriminator_predictions/dense/kernel"] = draw(hidden, hidden)
         variables["discriminator_predictions/dense/bias"] = draw(hidden)
         variables["discriminator_predictions/dense_1/kernel"] = draw(hidden, 1)
         variables["discriminator_predictions/dense_1/bias"] = draw(1)
         variables["global_step"] = np.array(1000, dtype="int64")
+    variables = {layout.scope + n[len("bert/"):] if n.startswith("bert/") else n: v for n, v in variables.items()}
     if with_optimizer_slots:
         for name in [n for n in variables if n != "global_step"]:
             variables[name + "/adam_m"] = np.zeros_like(variables[name])
@@ -111,7 +140,8 @@ def tiny_checkpoint_variables(config, model="bert", seed=0, with_optimizer_slots
 
 
 def write_tiny_checkpoint(directory, model="bert", seed=0, **overrides):
-    """Write ``bert_config.json``, ``vocab.txt`` and ``bert_model.ckpt.*`` to ``directory``.
+    """Write ``bert_config.json``, ``vocab.txt`` and ``bert_model.ckpt.*`` to ``directory``, in layout ``model`` (a
+    key of `LAYOUTS`) with weights drawn from ``seed`` and ``overrides`` over `TINY_CONFIG`.
 
     Returns ``(config_path, checkpoint_prefix, vocab_path)``.
 
@@ -121,11 +151,8 @@ def write_tiny_checkpoint(directory, model="bert", seed=0, **overrides):
     >>> config_path, checkpoint_path, vocab_path = write_tiny_checkpoint(tempfile.mkdtemp())
     """
     config = dict(TINY_CONFIG, **overrides)
-    if model in ("albert", "electra"):
-        config.setdefault("embedding_size", 8)
-    if model == "nezha":  # as in huawei-noah's NEZHA configs
-        config.setdefault("max_relative_position", 64)
-        config.setdefault("use_relative_position", True)
+    for key, value in tiny_layout(model).config:
+        config.setdefault(key, value)
     os.makedirs(directory, exist_ok=True)
     config_path = os.path.join(directory, "bert_config.json")
     with open(config_path, "w", encoding="utf-8") as f:

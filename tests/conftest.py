@@ -8,6 +8,8 @@ from dataclasses import dataclass  # noqa: E402
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 
+from bert4long.families import Family, family  # noqa: E402
+
 # --doctest-modules (pytest.ini) imports every module here; this helper imports torch, which the tests
 # that use it import only after pytest.importorskip("torch").
 collect_ignore = ["torch_reference.py"]
@@ -42,17 +44,22 @@ CORPUS = [
     "A dog and a fox met in the city. The fox was quick, the dog was lazy, the city was big.",
 ] * 3
 ROBERTA_SPECIALS = ["<s>", "<pad>", "</s>", "<unk>", "<mask>"]      # ids 0-4: pad 1, as RoBERTa's
+FAIRSEQ_IDS = {"pad_token_id": 1, "bos_token_id": 0, "eos_token_id": 2}  # RoBERTa's and XLM-RoBERTa's
 MODERN_SPECIALS = ["<|endoftext|>", "<|padding|>", "[UNK]", "[CLS]", "[SEP]", "[PAD]", "[MASK]"]
-NEZHA_MAX_RELATIVE = 5  # tiny max_relative_position, so that NEZHA's clipping is exercised at short lengths
+# The Hugging Face folders' model size, under each family's `TinyCheckpoint.config`.
+HUGGING_FACE_TINY = {"hidden_size": 32, "num_hidden_layers": 2, "num_attention_heads": 4, "intermediate_size": 37}
+# tests/test_model_families.py's NEZHA clipping tests read the shared tiny NEZHA's value.
+NEZHA_MAX_RELATIVE = dict(family("nezha").tiny.config)["max_relative_position"]
 
 
 @dataclass(frozen=True)
 class TinyFamily:
-    """A family's tiny checkpoint. ``config``: the Google ``bert_config.json`` (None: a Hugging Face folder,
-    ``checkpoint``, with ``config.json`` and its tokenizer); ``first_id``: the lowest id that is no special
-    token; ``cls_id`` / ``pad_id``: the ids a row starts and is padded with; ``corpus``: text its tokenizer reads."""
+    """A family's tiny checkpoint. ``family``: its `Family`; ``config``: the Google ``bert_config.json`` (None: a
+    Hugging Face folder, ``checkpoint``, with ``config.json`` and its tokenizer); ``first_id``: the lowest id that is
+    no special token; ``cls_id`` / ``pad_id``: the ids a row starts and is padded with; ``corpus``: text its
+    tokenizer reads."""
 
-    name: str
+    family: Family
     checkpoint: str
     config: str | None
     vocab_size: int
@@ -60,6 +67,10 @@ class TinyFamily:
     cls_id: int
     pad_id: int
     corpus: str
+
+    @property
+    def name(self):
+        return self.family.name
 
     @property
     def google(self):
@@ -74,16 +85,16 @@ class TinyFamily:
         return build_transformer_model(checkpoint_path=self.checkpoint, **kwargs)
 
 
-def _google(layout, seed, **overrides):
-    def write(name, folder):
-        from bert4long.testing import write_tiny_checkpoint
+def _google(declared, folder):
+    """`bert4long.testing.write_tiny_checkpoint` in the declared layout, and a text of its vocabulary's words."""
+    from bert4long.testing import write_tiny_checkpoint
 
-        config, prefix, vocab = write_tiny_checkpoint(str(folder), model=layout, seed=seed, **overrides)
-        size = sum(1 for _ in open(vocab, encoding="utf-8"))
-        words = np.random.default_rng(seed).integers(0, size - 5, 600)
-        corpus = "\n\n".join(" ".join(f"w{i}" for i in words[k:k + 30]) for k in range(0, 600, 30))
-        return TinyFamily(name, prefix, config, size, 5, 2, 0, corpus)
-    return write
+    spec = declared.tiny
+    config, prefix, vocab = write_tiny_checkpoint(str(folder), model=spec.layout, seed=spec.seed, **dict(spec.config))
+    size = sum(1 for _ in open(vocab, encoding="utf-8"))
+    words = np.random.default_rng(spec.seed).integers(0, size - 5, 600)
+    corpus = "\n\n".join(" ".join(f"w{i}" for i in words[k:k + 30]) for k in range(0, 600, 30))
+    return TinyFamily(declared, prefix, config, size, 5, 2, 0, corpus)
 
 
 def _bpe(specials):
@@ -94,33 +105,38 @@ def _bpe(specials):
     return bpe
 
 
-def _roberta_style(model_class, config_class, **config):
-    """A RoBERTa-style folder: vocab.json + merges.txt (saved by RobertaTokenizer) and the model, saved by
-    transformers' ``model_class`` with its weights perturbed (`torch_reference.perturbed`)."""
-    def write(name, folder):
-        import torch
-        import transformers
-        from torch_reference import perturbed
-
-        _bpe(ROBERTA_SPECIALS).save_model(str(folder))
-        tokenizer = transformers.RobertaTokenizer(vocab=str(folder / "vocab.json"), merges=str(folder / "merges.txt"))
-        tokenizer.save_pretrained(folder)
-        torch.manual_seed(0)
-        size = len(tokenizer)
-        model = getattr(transformers, model_class)(getattr(transformers, config_class)(
-            vocab_size=size, hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=37,
-            pad_token_id=1, bos_token_id=0, eos_token_id=2, **config))
-        perturbed(model, 1).save_pretrained(folder)
-        return TinyFamily(name, str(folder), None, size, 5, 0, 1, "\n\n".join(CORPUS))
-    return write
-
-
-def _modernbert(name, folder):
-    """tokenizer.json with [CLS]/[SEP] templates, and ModernBertForMaskedLM (3 layers, a padded vocabulary)."""
-    import tokenizers
-    import torch
+# Tokenizer writers of the Hugging Face folders, by `TinyCheckpoint.writer`: each saves its files into ``folder``
+# and returns (tokenizer size, first id that is no special token, start id, pad id, the model config's vocabulary
+# size and special ids).
+def _bpe_files(folder):
+    """RoBERTa's vocab.json + merges.txt, saved by RobertaTokenizer."""
     import transformers
-    from torch_reference import perturbed
+
+    _bpe(ROBERTA_SPECIALS).save_model(str(folder))
+    tokenizer = transformers.RobertaTokenizer(vocab=str(folder / "vocab.json"), merges=str(folder / "merges.txt"))
+    tokenizer.save_pretrained(folder)
+    return len(tokenizer), 5, 0, 1, {"vocab_size": len(tokenizer), **FAIRSEQ_IDS}
+
+
+def _sentencepiece_files(folder):
+    """sentencepiece.bpe.model trained here (fairseq's ids), saved by XLMRobertaTokenizer."""
+    import sentencepiece
+    import transformers
+
+    spm = folder / "spm"
+    spm.mkdir()
+    sentencepiece.SentencePieceTrainer.train(
+        sentence_iterator=iter(CORPUS), model_prefix=str(spm / "sentencepiece.bpe"), vocab_size=120,
+        hard_vocab_limit=False, minloglevel=2)
+    tokenizer = transformers.XLMRobertaTokenizer.from_pretrained(spm)
+    tokenizer.save_pretrained(folder)
+    return len(tokenizer), 4, 0, 1, {"vocab_size": len(tokenizer), **FAIRSEQ_IDS}
+
+
+def _tokenizer_json_files(folder):
+    """tokenizer.json with [CLS]/[SEP] templates, as ModernBERT's; the model's vocabulary padded by 3 rows."""
+    import tokenizers
+    import transformers
 
     bpe = _bpe(MODERN_SPECIALS)
     ids = {t: bpe.token_to_id(t) for t in MODERN_SPECIALS}
@@ -131,70 +147,55 @@ def _modernbert(name, folder):
         tokenizer_object=bpe._tokenizer, cls_token="[CLS]", sep_token="[SEP]", pad_token="[PAD]",
         unk_token="[UNK]", mask_token="[MASK]", bos_token="<|endoftext|>", eos_token="<|endoftext|>")
     fast.save_pretrained(folder)
-    torch.manual_seed(0)
-    config = transformers.ModernBertConfig(
-        vocab_size=len(fast) + 3, hidden_size=32, intermediate_size=40, num_hidden_layers=3,
-        num_attention_heads=2, local_attention=8, global_attn_every_n_layers=2, max_position_embeddings=128,
-        pad_token_id=ids["[PAD]"], cls_token_id=ids["[CLS]"], sep_token_id=ids["[SEP]"],
-        bos_token_id=ids["[CLS]"], eos_token_id=ids["[SEP]"])
-    perturbed(transformers.ModernBertForMaskedLM(config), 1).save_pretrained(folder)
-    return TinyFamily(name, str(folder), None, len(fast), len(MODERN_SPECIALS), ids["[CLS]"], ids["[PAD]"],
-                      "\n\n".join(CORPUS))
+    return len(fast), len(MODERN_SPECIALS), ids["[CLS]"], ids["[PAD]"], {
+        "vocab_size": len(fast) + 3, "pad_token_id": ids["[PAD]"], "cls_token_id": ids["[CLS]"],
+        "sep_token_id": ids["[SEP]"], "bos_token_id": ids["[CLS]"], "eos_token_id": ids["[SEP]"]}
 
 
-def _xlm_roberta(name, folder):
-    """sentencepiece.bpe.model trained here (fairseq's ids) and XLMRobertaForMaskedLM (66 = 64 + 2 positions)."""
-    import sentencepiece
+TOKENIZER_FILES = {"bpe": _bpe_files, "sentencepiece": _sentencepiece_files, "tokenizer.json": _tokenizer_json_files}
+
+
+def _huggingface(declared, folder):
+    """The declared tokenizer's files and transformers' ``{architecture}ForMaskedLM`` (`HUGGING_FACE_TINY` under
+    the declared config), saved with its weights perturbed (`torch_reference.perturbed`)."""
     import torch
     import transformers
     from torch_reference import perturbed
 
-    spm = folder / "spm"
-    spm.mkdir()
-    sentencepiece.SentencePieceTrainer.train(
-        sentence_iterator=iter(CORPUS), model_prefix=str(spm / "sentencepiece.bpe"), vocab_size=120,
-        hard_vocab_limit=False, minloglevel=2)
-    tokenizer = transformers.XLMRobertaTokenizer.from_pretrained(spm)
+    size, first_id, cls_id, pad_id, ids = TOKENIZER_FILES[declared.tiny.writer](folder)
+    declared_config = {key: list(value) if isinstance(value, tuple) else value   # a declaration's tuple: a JSON list
+                       for key, value in declared.tiny.config}
     torch.manual_seed(0)
-    config = transformers.XLMRobertaConfig(
-        vocab_size=len(tokenizer), hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=37,
-        max_position_embeddings=66, type_vocab_size=1, pad_token_id=1, bos_token_id=0, eos_token_id=2)
-    perturbed(transformers.XLMRobertaForMaskedLM(config), 1).save_pretrained(folder)
-    tokenizer.save_pretrained(folder)
-    return TinyFamily(name, str(folder), None, len(tokenizer), 4, 0, 1, "\n\n".join(CORPUS))
+    config = getattr(transformers, declared.architecture + "Config")(**{**HUGGING_FACE_TINY, **ids, **declared_config})
+    perturbed(getattr(transformers, declared.architecture + "ForMaskedLM")(config), 1).save_pretrained(folder)
+    return TinyFamily(declared, str(folder), None, size, first_id, cls_id, pad_id, "\n\n".join(CORPUS))
 
 
-# One writer per declared family (tests/test_family_suite.py fails for a family missing here).
-TINY_FAMILIES = {
-    "bert": _google("bert", 1),
-    "albert": _google("albert", 2),
-    "albert_unshared": _google("albert", 2),
-    "nezha": _google("nezha", 11, max_relative_position=NEZHA_MAX_RELATIVE),
-    "roformer": _google("roformer", 12),
-    "electra": _google("electra", 13),
-    "roberta": _roberta_style("RobertaForMaskedLM", "RobertaConfig", max_position_embeddings=66, type_vocab_size=1),
-    "xlm-roberta": _xlm_roberta,
-    "longformer": _roberta_style("LongformerForMaskedLM", "LongformerConfig", attention_window=[4, 8],
-                                 max_position_embeddings=66, type_vocab_size=1),
-    "big_bird": _roberta_style("BigBirdForMaskedLM", "BigBirdConfig", block_size=2, num_random_blocks=1,
-                               max_position_embeddings=64, sep_token_id=2),
-    "modernbert": _modernbert,
-}
+# Tiny checkpoint writers, ``writer(declared, folder) -> TinyFamily``, by `TinyCheckpoint.writer`.
+WRITERS = {"google": _google, **dict.fromkeys(TOKENIZER_FILES, _huggingface)}
+
+
+def tiny_writer(declared):
+    """The writer of family ``declared``'s tiny checkpoint, as its `TinyCheckpoint` says."""
+    if declared.tiny is None or declared.tiny.writer not in WRITERS:
+        raise LookupError(f"No tiny checkpoint for family {declared.name!r}: declare its tiny=TinyCheckpoint(...) "
+                          f"in bert4long/families.py, with a writer of {sorted(WRITERS)}.")
+    return WRITERS[declared.tiny.writer]
 
 
 @pytest.fixture(scope="session")
 def tiny_family(tmp_path_factory):
-    """``tiny_family(name)``: the `TinyFamily` of declared family ``name``, written once per session (Google
-    layout by `bert4long.testing.write_tiny_checkpoint`, Hugging Face folders by transformers' own classes)."""
+    """``tiny_family(name)``: the `TinyFamily` of declared family ``name``, written once per session by its
+    `tiny_writer` (Google layout by `bert4long.testing.write_tiny_checkpoint`, Hugging Face folders by
+    transformers' own classes)."""
     written = {}
 
     def get(name):
-        if name not in TINY_FAMILIES:
-            raise LookupError(f"No tiny checkpoint for family {name!r}: add its writer to TINY_FAMILIES in "
-                              "tests/conftest.py.")
-        if name not in written:
-            written[name] = TINY_FAMILIES[name](name, tmp_path_factory.mktemp(name.replace("-", "_")))
-        return written[name]
+        declared = family(name)
+        if declared.name not in written:
+            folder = tmp_path_factory.mktemp(declared.name.replace("-", "_"))
+            written[declared.name] = tiny_writer(declared)(declared, folder)
+        return written[declared.name]
     return get
 
 

@@ -1,4 +1,8 @@
-"""Every declared `Family`: names that resolve to it alone, a key table read both ways, bert4keras's builder names."""
+"""Every declared `Family`: names that resolve to it alone, a key table read both ways, bert4keras's builder names;
+a config-only family tested from its declaration alone."""
+import dataclasses
+
+import numpy as np
 import pytest
 
 import bert4long.models
@@ -56,3 +60,19 @@ def test_the_model_option_names_every_family_read_from_a_google_checkpoint():
     for declared in FAMILIES:
         if not declared.reads_own_names:
             assert f" {declared.name}," in help_text or f" {declared.name} (" in help_text, declared.name
+
+
+def test_a_config_only_family_gets_its_tiny_checkpoint_and_reference_from_its_declaration_alone(tmp_path):
+    """A family declared as BERT's under a new name: the suite's writer and parity reference follow its declaration
+    (none keyed by family name), giving BERT's checkpoint and reference outputs; no declaration, an error naming it."""
+    from conftest import tiny_writer
+    from test_family_suite import reference_of, token_ids
+
+    bert = family("bert")
+    declared = dataclasses.replace(bert, name="bert_config_only", model_types=())
+    tiny, original = (tiny_writer(f)(f, tmp_path / f.name) for f in (declared, bert))
+    assert tiny.family is declared and tiny.name == "bert_config_only"
+    ids = token_ids(tiny)
+    np.testing.assert_array_equal(reference_of(declared)(tiny, ids), reference_of(bert)(original, ids))
+    with pytest.raises(LookupError, match="declare its tiny=TinyCheckpoint"):
+        tiny_writer(dataclasses.replace(declared, tiny=None))

@@ -1,12 +1,14 @@
-"""One suite for every declared family (`bert4long.families.families`): build from its tiny checkpoint
-(`conftest.TINY_FAMILIES`), parity with an independent reference, checkpoint and ``.keras`` round trips, one
-XLA training step (the command line's ``pretrain``, 2 steps jit-compiled) and ``mixed_float16``.
+"""One suite for every declared family (`bert4long.families.FAMILIES`): build from its tiny checkpoint
+(`conftest.tiny_family`, as its `TinyCheckpoint` declares), parity with an independent reference, checkpoint and
+``.keras`` round trips, one XLA training step (the command line's ``pretrain``, 2 steps jit-compiled) and
+``mixed_float16``.
 
-Parity references: transformers' PyTorch ``*ForMaskedLM`` for the families read from Hugging Face folders
-(RoBERTa, XLM-RoBERTa, Longformer, BigBird, ModernBERT); for the Google-layout families the float64 numpy
-models written from the papers (`numpy_bert` for BERT and ALBERT, `numpy_families` for NEZHA, RoFormer and
-ELECTRA's discriminator), which share no code with bert4long. Tolerance: 1e-5 abs + 1e-5 relative at real tokens
-(float32 against float32 / float64; measured at most 1.3e-6, NEZHA, the others below 8e-7).
+Parity references, as each family declares (`TinyCheckpoint.reference`): transformers' PyTorch ``*ForMaskedLM`` for
+the families read from Hugging Face folders (RoBERTa, XLM-RoBERTa, Longformer, BigBird, ModernBERT); for the
+Google-layout families the float64 numpy models written from the papers (`numpy_bert` for BERT and ALBERT,
+`numpy_families` for NEZHA, RoFormer and ELECTRA's discriminator), which share no code with bert4long. Tolerance:
+1e-5 abs + 1e-5 relative at real tokens (float32 against float32 / float64; measured at most 1.3e-6, NEZHA, the
+others below 8e-7).
 """
 import dataclasses
 import json
@@ -15,7 +17,7 @@ import os
 import keras
 import numpy as np
 import pytest
-from conftest import NEZHA_MAX_RELATIVE, TINY_FAMILIES
+from conftest import tiny_writer
 from numpy_bert import bert_forward, read_weights
 from numpy_families import bert_heads, electra_discriminator, encoder_forward
 
@@ -24,6 +26,7 @@ from bert4long.checkpoints.hf_folder import write_huggingface_folder
 from bert4long.cli import main
 from bert4long.families import FAMILIES
 from bert4long.models import build_transformer_model
+from bert4long.testing import tiny_layout
 from bert4long.tokenizers import load_tokenizer
 from bert4long.training.mlm import dtype_policy
 
@@ -37,8 +40,9 @@ SLOW = pytest.mark.slow
 MIXED_SHARE = 0.02  # mixed_float16 outputs within 2% of the largest float32 one (float16 rounding)
 
 
-def test_every_declared_family_has_a_tiny_checkpoint():
-    assert sorted(NAMES) == sorted(TINY_FAMILIES), "add the family's writer to TINY_FAMILIES in tests/conftest.py"
+def test_every_declared_family_has_a_tiny_checkpoint_and_a_reference():
+    for declared in FAMILIES:   # each raises LookupError naming the declaration to add
+        assert callable(tiny_writer(declared)) and callable(reference_of(declared))
 
 
 @pytest.fixture(params=NAMES)
@@ -46,13 +50,9 @@ def tiny(request, tiny_family):
     return tiny_family(request.param)
 
 
-def family_of(tiny):
-    return next(declared for declared in FAMILIES if declared.name == tiny.name)
-
-
 def heads(tiny):
-    """ELECTRA's discriminator, every other family's MLM logits."""
-    return {"with_discriminator": True} if tiny.name == "electra" else {"with_mlm": "linear"}
+    """Every family's MLM logits; a family without a masked-LM head (ELECTRA's discriminator): its own head."""
+    return {"with_mlm": "linear"} if tiny.family.masked_lm else {"with_discriminator": True}
 
 
 def token_ids(tiny, length=None, seed=0):
@@ -75,30 +75,56 @@ def predict(model, ids):
     return np.asarray(model(inputs_of(model, ids), training=False), "float32")
 
 
-def reference(tiny, ids):
-    """The independent model's outputs (MLM logits; ELECTRA: replaced-token probabilities)."""
-    if not tiny.google:
-        torch = pytest.importorskip("torch")
-        transformers = pytest.importorskip("transformers")
-        model = getattr(transformers, family_of(tiny).architecture + "ForMaskedLM").from_pretrained(tiny.checkpoint).eval()
-        with torch.no_grad():
-            return model(input_ids=torch.tensor(ids, dtype=torch.long),
-                         attention_mask=torch.tensor(ids != tiny.pad_id, dtype=torch.long)).logits.numpy()
-    w = read_weights(tiny.checkpoint)
-    segments = np.zeros_like(ids)
-    if tiny.name in ("bert", "albert", "albert_unshared"):
-        return bert_forward(w, ids, segments, 2, 2, layout="albert" if "albert" in tiny.name else "bert")["mlm_logits"]
-    positions = {"nezha": "relative", "roformer": "rotary", "electra": "absolute"}[tiny.name]
-    sequence = encoder_forward(w, ids, segments, 2, 2, positions=positions, max_relative_position=NEZHA_MAX_RELATIVE,
-                               prefix="electra/" if tiny.name == "electra" else "bert/")
-    return electra_discriminator(w, sequence) if tiny.name == "electra" else bert_heads(w, sequence)[1]
+def transformers_reference(tiny, ids):
+    """transformers' ``{architecture}ForMaskedLM`` of the folder: MLM logits."""
+    torch = pytest.importorskip("torch")
+    transformers = pytest.importorskip("transformers")
+    model = getattr(transformers, tiny.family.architecture + "ForMaskedLM").from_pretrained(tiny.checkpoint).eval()
+    with torch.no_grad():
+        return model(input_ids=torch.tensor(ids, dtype=torch.long),
+                     attention_mask=torch.tensor(ids != tiny.pad_id, dtype=torch.long)).logits.numpy()
+
+
+def google_config(tiny):
+    with open(tiny.config, encoding="utf-8") as f:
+        return json.load(f)
+
+
+def numpy_bert_reference(tiny, ids):
+    """`numpy_bert` (BERT, or ALBERT's shared block, as the checkpoint's layout): MLM logits."""
+    config = google_config(tiny)
+    return bert_forward(read_weights(tiny.checkpoint), ids, np.zeros_like(ids), config["num_attention_heads"],
+                        config["num_hidden_layers"], layout=tiny.family.tiny.layout)["mlm_logits"]
+
+
+def numpy_families_reference(tiny, ids):
+    """`numpy_families`' encoder with the declared positions: MLM logits, or the replaced-token probabilities of a
+    family without a masked-LM head (ELECTRA's discriminator)."""
+    config, w = google_config(tiny), read_weights(tiny.checkpoint)
+    sequence = encoder_forward(w, ids, np.zeros_like(ids), config["num_attention_heads"], config["num_hidden_layers"],
+                               positions=tiny.family.tiny.positions,
+                               max_relative_position=config.get("max_relative_position"),
+                               prefix=tiny_layout(tiny.family.tiny.layout).scope)
+    return bert_heads(w, sequence)[1] if tiny.family.masked_lm else electra_discriminator(w, sequence)
+
+
+REFERENCES = {"transformers": transformers_reference, "numpy_bert": numpy_bert_reference,
+              "numpy_families": numpy_families_reference}
+
+
+def reference_of(declared):
+    """The independent model family ``declared``'s outputs are checked against, ``reference(tiny, ids)``."""
+    if declared.tiny is None or declared.tiny.reference not in REFERENCES:
+        raise LookupError(f"No parity reference for family {declared.name!r}: declare tiny=TinyCheckpoint(..., "
+                          f"reference=...) in bert4long/families.py, one of {sorted(REFERENCES)}.")
+    return REFERENCES[declared.tiny.reference]
 
 
 def test_builds_and_matches_its_reference(tiny):
     builder = tiny.build(return_keras_model=False, **heads(tiny))
-    assert type(builder) is family_of(tiny).builder_class()
+    assert type(builder) is tiny.family.builder_class()
     ids = token_ids(tiny)
-    ours, theirs = predict(builder.model, ids), reference(tiny, ids)
+    ours, theirs = predict(builder.model, ids), reference_of(tiny.family)(tiny, ids)
     assert ours.shape == theirs.shape
     real = ids != tiny.pad_id
     np.testing.assert_allclose(ours[real], theirs[real], atol=ATOL, rtol=RTOL)
@@ -109,7 +135,7 @@ def save_and_reload(tiny, builder, folder):
     folder (the builder's own writer, or `write_huggingface_folder` for the families read under Google names),
     or a Google checkpoint with its ``bert_config.json``."""
     if not tiny.google:
-        if family_of(tiny).reads_own_names:
+        if tiny.family.reads_own_names:
             builder.save_weights_as_checkpoint(folder)
         else:
             write_huggingface_folder(builder, folder, model=tiny.name)
@@ -185,7 +211,7 @@ def test_cli_pretrain_takes_two_xla_steps_with_the_tokenizers_ids(tiny, tmp_path
     """``pretrain`` in-process, jit-compiled (the command's default): it must feed the checkpoint's own
     tokenizer's ids (start, padding, mask; segment ids as the family takes them), take 2 XLA training steps to a
     finite loss that change the weights, and save a folder the next command reads."""
-    declared = family_of(tiny)
+    declared = tiny.family
     tokenizer = load_tokenizer(os.path.dirname(tiny.checkpoint) if tiny.google else tiny.checkpoint)
     fed, original = [], bert4long.training.mlm_batches
 
@@ -204,7 +230,7 @@ def test_cli_pretrain_takes_two_xla_steps_with_the_tokenizers_ids(tiny, tmp_path
     printed = capsys.readouterr()
     if not (declared.masked_lm and declared.writes_back):   # refused before the corpus is read, naming the fix
         assert status == 1 and "bert4long finetune" in printed.err and "tokenizer:" not in printed.out, printed.err
-        return xla_step_of_the_discriminator(tiny) if tiny.name == "electra" else None
+        return None if declared.masked_lm else xla_step_of_the_discriminator(tiny)
     assert status == 0, printed.out[-2000:] + printed.err[-3000:]
     assert f"pad {tokenizer.pad_id}, mask {tokenizer.mask_id}" in printed.out
     sequences, masker, segments = fed[0]
