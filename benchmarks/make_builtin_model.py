@@ -101,7 +101,8 @@ def held_out_windows(tokenizer, length):
     """The 13 held-out articles cut into ``[CLS] + length-2 tokens + [SEP]`` windows, and each window's article."""
     import numpy as np
 
-    from bert4long.training.corpus import HELD_OUT_ARTICLES, wikipedia_articles
+    from bert4long.pretrained import wikipedia_articles
+    from bert4long.training.corpus import HELD_OUT_ARTICLES
 
     articles = wikipedia_articles()
     windows, groups = [], []
@@ -243,9 +244,10 @@ def main(argv=None):
     import numpy as np
 
     from bert4long.data import pack_documents
+    from bert4long.pretrained import wikipedia_articles
     from bert4long.tokenizers import load_tokenizer
     from bert4long.training import build_mlm_model, compile_mlm, make_optimizer, masker_for, mlm_batches
-    from bert4long.training.corpus import HELD_OUT_ARTICLES, wikipedia_articles
+    from bert4long.training.corpus import HELD_OUT_ARTICLES
 
     novels = austen_novels(args.deb_dir)
     wiki = [a for i, a in enumerate(wikipedia_articles()) if i not in HELD_OUT_ARTICLES]

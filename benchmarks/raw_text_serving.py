@@ -106,8 +106,8 @@ def main(argv=None):
 
     from bert4long.export import export_saved_model
     from bert4long.models import build_transformer_model
+    from bert4long.pretrained import wikipedia_articles
     from bert4long.tokenizers import Tokenizer
-    from bert4long.training.corpus import wikipedia_articles
 
     vocab = os.path.join(minilm_folder(), "vocab.txt")
     articles = sorted(wikipedia_articles(), key=len, reverse=True)

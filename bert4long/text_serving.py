@@ -39,7 +39,7 @@ padding) and ``num_tokens`` (the document's content tokens before any cut).
 import tensorflow as tf
 
 from bert4long.data.pooling import MODES, pool_chunks_ops
-from bert4long.data.truncation import RAW_TEXT_STRATEGIES, STRATEGIES  # noqa: F401 (RAW_TEXT_STRATEGIES: its old home)
+from bert4long.data.truncation import RAW_TEXT_STRATEGIES
 from bert4long.tokenizers.graph_wordpiece import GraphWordPiece
 
 

@@ -102,7 +102,7 @@ def parse_method(name, length):
 @functools.cache
 def encoded_articles(tokenizer, max_articles):
     """``tokenizer``'s content ids of the first ``max_articles`` articles, once per process (runs in one process share them)."""
-    from bert4long.training.corpus import wikipedia_articles
+    from bert4long.pretrained import wikipedia_articles
 
     return tuple(tokenizer.encode_documents(wikipedia_articles()[:max_articles]))
 

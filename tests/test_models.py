@@ -57,17 +57,6 @@ def test_sequence_and_pooler_parity(tiny_bert, rng):
     np.testing.assert_allclose(sequence[real], reference["sequence"][real], atol=ATOL, rtol=RTOL)
 
 
-@pytest.mark.parametrize("model_name", ["albert", "albert_unshared"])
-def test_albert_parity(tiny_albert, rng, model_name):
-    config_path, checkpoint_path, _ = tiny_albert
-    model = build_transformer_model(config_path, checkpoint_path, model=model_name, with_mlm="linear")
-    tokens, segments = random_batch(rng, 9)
-    logits = model.predict([tokens, segments], verbose=0)
-    reference = bert_forward(read_weights(checkpoint_path), tokens, segments, HEADS, LAYERS, layout="albert")
-    real = tokens != 0
-    np.testing.assert_allclose(logits[real], reference["mlm_logits"][real], atol=1e-4, rtol=RTOL)
-
-
 def test_hierarchical_rows_follow_formula(tiny_bert):
     from bert4long.layers import HierarchicalPositionEmbedding
 

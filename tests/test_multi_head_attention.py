@@ -10,15 +10,13 @@ import pytest
 import tensorflow as tf
 
 import bert4long.layers
-import bert4long.layers.attention
 from bert4long.attention import FullAttention, MultiHeadAttention, TypicalRelativeAttention, get_attention_kernel
 
 DATA = pathlib.Path(__file__).parent / "data"
 
 
-def test_old_names_are_the_new_class():
+def test_the_layers_name_is_the_registered_class():
     assert bert4long.layers.MultiHeadAttention is MultiHeadAttention
-    assert bert4long.layers.attention.MultiHeadAttention is MultiHeadAttention
     assert keras.saving.get_registered_name(MultiHeadAttention) == "bert4long>MultiHeadAttention"
 
 
@@ -37,13 +35,21 @@ def test_file_saved_before_the_move_and_rename_loads():
     assert isinstance(nezha, TypicalRelativeAttention) and int(nezha.probs_dropout.step.numpy()) == 5
 
 
+def test_file_of_modernbert_attention_as_its_own_layer_loads():
+    """Saved by the code where `ModernBertAttention` was a layer of its own (its output projection
+    ``output_dense``): a local and a global layer with changed weights."""
+    bert4long.register_keras_classes()
+    model = keras.saving.load_model(DATA / "modernbert_attention_saved_as_its_own_layer.keras")
+    data = np.load(DATA / "modernbert_attention_saved_as_its_own_layer.npz")
+    np.testing.assert_allclose(model.predict([data["x"], data["mask"]], verbose=0), data["y"], atol=1e-5, rtol=0)
+
+
 def test_round_trip_saves_the_kernel_under_its_name(tmp_path):
     x = keras.Input((12, 8))
     mask = keras.Input((12,), dtype="bool")
     layer = MultiHeadAttention(heads=2, head_size=4, attention="lsh",
                                attention_config=dict(bucket_size=4, num_buckets=2, num_hashes=1, seed=3))
     model = keras.Model([x, mask], layer([x, mask]))
-    assert layer.kernel is layer.attention_kernel  # the former name
     layer.attention_kernel.rotations.assign(layer.attention_kernel.rotations * 0.5)
     inputs = [np.random.default_rng(0).standard_normal((2, 12, 8)).astype("float32"), np.ones((2, 12), bool)]
     path = tmp_path / "model.keras"

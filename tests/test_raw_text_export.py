@@ -17,11 +17,11 @@ import tensorflow as tf
 
 from bert4long.data import chunk_documents, pool_chunks, truncate
 from bert4long.models import build_transformer_model
+from bert4long.pretrained import wikipedia_articles
 from bert4long.testing import write_tiny_checkpoint
 from bert4long.text_serving import check_raw_text_options, raw_text_serving
 from bert4long.tokenizers import Tokenizer
 from bert4long.tokenizers.graph_wordpiece import GraphWordPiece
-from bert4long.training.corpus import wikipedia_articles
 
 
 def package_file(package, *parts):
@@ -149,7 +149,7 @@ def test_cli_raw_text_saved_model_equals_the_python_pipeline_without_bert4long(m
     from bert4long.cli.checkpoint_tools import MODES as CLI_MODES
     from bert4long.cli.checkpoint_tools import RAW_TEXT_STRATEGIES as CLI_STRATEGIES
     from bert4long.data.pooling import MODES
-    from bert4long.text_serving import RAW_TEXT_STRATEGIES
+    from bert4long.data.truncation import RAW_TEXT_STRATEGIES
 
     assert (CLI_MODES, CLI_STRATEGIES) == (MODES, RAW_TEXT_STRATEGIES)
     config, checkpoint = minilm_vocab_model

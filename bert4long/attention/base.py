@@ -307,10 +307,6 @@ class AttentionKernel(keras.layers.Layer):
     def init_from_projections(self, q_dense, k_dense, v_dense):
         """Called after checkpoint weights are loaded with the layer's local projections (none by default)."""
 
-    def dropout_probs(self, probs, training=None):
-        """Drop ``probs`` with the kernel's `SeededDropout` (`masked_softmax` does it when given ``probs_dropout``)."""
-        return self.probs_dropout(probs, training=training)
-
     def call(self, q, k, v, key_mask, bias=None, hidden=None, training=None, global_qkv=None):
         if bias is not None and not self.supports_bias:
             raise ValueError(

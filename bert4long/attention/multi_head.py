@@ -55,8 +55,7 @@ class MultiHeadAttention(keras.layers.Layer):
             without global tokens).
 
     Attributes:
-        attention_kernel: the `AttentionKernel` object (``kernel`` is its former name,
-            kept so that code and ``.keras`` files from before the rename work).
+        attention_kernel: the `AttentionKernel` object.
 
     Call arguments:
         inputs: ``[x, key_mask]`` or ``[x, key_mask, bias]``: hidden states
@@ -147,18 +146,13 @@ class MultiHeadAttention(keras.layers.Layer):
 
     @property
     def kernel(self):
-        """The attention kernel (former name of `attention_kernel`)."""
+        """`attention_kernel` under the name older ``.keras`` files store its weights by; removed in 0.3."""
         return self.attention_kernel
 
     @property
     def window(self):
         """The kernel's local window (None: each query may read every key)."""
         return getattr(self.attention_kernel, "window", None)
-
-    @property
-    def output_dense(self):
-        """The output projection (`ModernBertAttention`'s name for it)."""
-        return self.o_dense
 
     def _dense(self, units, name):
         return keras.layers.Dense(
@@ -281,8 +275,6 @@ class MultiHeadAttention(keras.layers.Layer):
                 for weight, value in zip(mine.weights, local.weights):
                     weight.assign(ops.copy(ops.reshape(value, weight.shape)))  # JAX: a buffer of its own
         self.attention_kernel.init_from_projections(self.q_dense, self.k_dense, self.v_dense)
-
-    init_kernel_from_projections = after_weights_loaded  # the hook's former name
 
     def compute_output_shape(self, input_shape):
         x_shape = input_shape[0]

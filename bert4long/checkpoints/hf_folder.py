@@ -9,22 +9,7 @@ engine (`bert4long.checkpoints.layout`: its one safetensors reader and writer) l
 `write_huggingface_folder` writes any builder's folder, the BERT builder's as BERT, RoBERTa or XLM-RoBERTa.
 """
 from bert4long.checkpoints.layout import save_huggingface_folder
-from bert4long.checkpoints.position_record import RECORD_KEY, position_record
-from bert4long.checkpoints.safetensors_io import OwnNames, SafetensorsReader, write_safetensors_folder
 from bert4long.families import family
-
-
-def SafetensorsFolder(folder, task_prefix):  # noqa: N802 -- the former reader class's name
-    """A folder's ``model.safetensors`` by tensor name less ``task_prefix``: the one
-    `bert4long.checkpoints.safetensors_io.SafetensorsReader` with `bert4long.checkpoints.safetensors_io.OwnNames`.
-
-    Example:
-    >>> from bert4long.checkpoints.hf_folder import SafetensorsFolder
-    >>> weights = SafetensorsFolder("longformer-base-4096/", "longformer.")  # doctest: +SKIP
-    >>> weights.get("embeddings.word_embeddings.weight").shape  # doctest: +SKIP
-    (50265, 768)
-    """
-    return SafetensorsReader(folder, OwnNames((task_prefix,), ()))
 
 
 def dense_weights(name):
@@ -46,22 +31,10 @@ class HuggingFaceFamily:
 
     family = None
 
-    @property
-    def task_prefix(self):
-        return self.family.task_prefixes[0]
-
-    @property
-    def head_prefixes(self):
-        return self.family.head_prefixes
-
     @classmethod
     def from_huggingface_config(cls, hf):
         """`build_transformer_model` keyword arguments from a ``config.json`` dict (the family's key table)."""
         return cls.family.from_huggingface(hf)
-
-    def huggingface_config(self):
-        """The ``config.json`` of this model (`to_huggingface_config`)."""
-        return self.to_huggingface_config()
 
     def encoder_mapping(self):
         """Embeddings and post-norm blocks in the BERT layout that Longformer and BigBird share.
@@ -93,13 +66,6 @@ class HuggingFaceFamily:
     def attention_weights(self, index):
         """``(attribute path, torch Linear name)`` of extra attention projections of layer ``index``."""
         return ()
-
-
-def write_folder(folder, tensors, config, builder):
-    """Write ``tensors`` as ``model.safetensors`` and ``config`` as ``config.json`` in ``folder``, with the
-    position extension ``builder`` reads recorded (`bert4long.checkpoints.position_record`; transformers keeps the key)."""
-    record = position_record(builder.position_extension, builder.max_position)
-    write_safetensors_folder(folder, tensors, config if record is None else {**config, RECORD_KEY: record})
 
 
 def write_huggingface_folder(builder, folder, model=None):

@@ -15,11 +15,7 @@ import re
 import numpy as np
 
 from bert4long.checkpoints.config import read_config, to_google_config
-from bert4long.checkpoints.safetensors_io import (  # noqa: F401 -- WEIGHT_FILENAME: a bert4long.checkpoints.huggingface name
-    WEIGHT_FILENAME,
-    OwnNames,
-    SafetensorsReader,
-)
+from bert4long.checkpoints.safetensors_io import OwnNames, SafetensorsReader
 from bert4long.checkpoints.tf_format import trained_google_name
 from bert4long.families import FAMILIES, family_of_model_type
 
@@ -244,9 +240,6 @@ def open_huggingface_folder(folder, family=None, config=None):
         family = config_family(hf, folder)
     pad_token_id = family.from_huggingface(hf).get("pad_token_id", 0) if family.position_offset else 0
     return SafetensorsReader(folder, tensor_names(family, pad_token_id or 0))
-
-
-HuggingFaceReader = open_huggingface_folder   # the former reader class of BERT-layout folders
 
 
 def convert_huggingface_folder(folder, out_dir, overwrite=False):

@@ -29,8 +29,7 @@ from bert4long.checkpoints.huggingface import (
 )
 from bert4long.checkpoints.position_record import RECORD_KEY, position_record
 from bert4long.checkpoints.safetensors_io import SafetensorsReader, write_safetensors_folder
-from bert4long.checkpoints.tf_format import (  # noqa: F401 -- OPTIONAL_PREFIXES: a bert4long.models name
-    OPTIONAL_PREFIXES,
+from bert4long.checkpoints.tf_format import (
     CheckpointReader,
     MissingCheckpointVariableError,
     WeightReader,
@@ -392,9 +391,6 @@ class CheckpointIO:
         """The `WeightReader` `load_weights_from_checkpoint` reads (see `open_checkpoint`; a reader is kept); a
         class method, since reading a checkpoint needs no built model."""
         return open_checkpoint(checkpoint_path, cls.family)
-
-    def _to_layer(self, value, transform):
-        return to_layer(value, transform, self.keep_tokens)
 
     def load_weights_from_checkpoint(self, checkpoint_path, partial_load=False):
         """Load every mapped weight by its checkpoint name, checking that config and checkpoint agree.

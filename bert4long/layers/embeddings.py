@@ -136,8 +136,6 @@ class PositionEmbedding(keras.layers.Layer):
         """How many positions this layer can place (None: no limit)."""
         return self.position_extension.capacity(self.input_dim)
 
-    capacity = max_length
-
     @property
     def method(self):
         """The extension method (None: the trained positions only)."""

@@ -31,11 +31,6 @@ def validate_alpha(hierarchical):
     return alpha
 
 
-def extension_capacity(n, method, length=None):
-    """How many positions a table of ``n`` rows can place with ``method`` (None: unlimited); see `PositionExtension`."""
-    return PositionExtension(method, length=length).capacity(n)
-
-
 def hierarchical_table(embeddings, alpha, position_ids):
     """Rows ``q[i*n + j] = alpha*u[i] + (1-alpha)*u[j]`` with ``u = (p - alpha*p[0]) / (1-alpha)``.
 

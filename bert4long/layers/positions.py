@@ -6,16 +6,14 @@
 * `RelativePositionEmbedding`: NEZHA's functional relative positions, row
   ``clip(k - q, -m, m) + m`` of the sinusoidal table of ``2m + 1`` rows.
 
-The functions behind them (`sinusoidal_embeddings`, `apply_rotary`,
-`apply_rotary_half`, ...) live in `bert4long.ops.positions` and stay importable here.
+The functions behind them (`sinusoidal_embeddings`, `relative_position_embeddings`, ...) are in
+`bert4long.ops.positions`.
 """
 import keras
 from keras import ops
 
 from bert4long.layers.embeddings import MERGE_MODES, merge_positions, merged_output_shape
-from bert4long.ops.positions import (  # noqa: F401 -- the functions' former home keeps their names
-    apply_rotary,
-    apply_rotary_half,
+from bert4long.ops.positions import (
     check_even_dim,
     check_max_relative_position,
     relative_position_embeddings,

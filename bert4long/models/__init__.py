@@ -33,11 +33,11 @@ from bert4long.layers import (
     UniLMMask,
 )
 from bert4long.layers.activations import get_activation
-from bert4long.layers.dropout import Recompute, SeededDropout, name_seed
 from bert4long.layers.nodes import Add
 from bert4long.layers.position_extension import PositionExtension
 from bert4long.models.checked import CheckedModel
 from bert4long.models.masked_lm import MaskedLMModel
+from bert4long.ops.dropout import Recompute, SeededDropout, name_seed
 
 APPLICATIONS = ("encoder", "lm", "unilm")
 
@@ -279,7 +279,7 @@ class BERT(BERTCheckpointLayout, Transformer):
         if name not in cache:
             layer = factory(name)
             if self.recompute and isinstance(layer, (MultiHeadAttention, FeedForward, SeededDropout)):
-                layer = Recompute(layer)  # gradient checkpointing, same name; see bert4long.layers.dropout
+                layer = Recompute(layer)  # gradient checkpointing, same name; see bert4long.ops.dropout
             cache[name] = layer
         return cache[name]
 

@@ -12,7 +12,7 @@ and -large, mmBERT). The numbers are those of transformers' PyTorch
   precedes it); the feed-forward is GeGLU (``Wi`` gives ``[a, g]``, ``Wo`` takes
   ``gelu(a) * g``);
 * attention: one fused ``Wqkv`` projection, rotary positions in the rotate-half
-  layout (`bert4long.layers.positions.apply_rotary_half`); layers whose
+  layout (`bert4long.ops.positions.apply_rotary_half`); layers whose
   ``layer_types`` entry is ``'full_attention'`` (every
   ``global_attn_every_n_layers``-th from layer 0) attend globally with base
   ``global_rope_theta``, the others through the ``sliding_window`` kernel,
@@ -39,12 +39,10 @@ import keras
 from bert4long import families
 from bert4long.attention import MultiHeadAttention
 from bert4long.attention.positions import RotateHalfPositions
-from bert4long.checkpoints.huggingface import open_huggingface_folder
-from bert4long.checkpoints.safetensors_io import WEIGHT_FILENAME  # noqa: F401 -- a bert4long.models.modernbert name
 from bert4long.layers import Add, BiasAdd, Embedding, FeedForward, GatherPositions
 from bert4long.layers.activations import get_activation
-from bert4long.layers.dropout import Recompute, SeededDropout, name_seed
 from bert4long.models import Transformer
+from bert4long.ops.dropout import Recompute, SeededDropout, name_seed
 from bert4long.rope_scaling import resolve_rope_scaling, rope_scaled_length
 
 LAYER_TYPES = ("full_attention", "sliding_attention")
@@ -52,10 +50,9 @@ LAYER_TYPES = ("full_attention", "sliding_attention")
 
 @keras.saving.register_keras_serializable(package="bert4long")
 class ModernBertAttention(MultiHeadAttention):
-    """ModernBERT's attention under its former name and arguments: a `MultiHeadAttention` with a fused ``qkv``,
-    `RotateHalfPositions` of base ``rope_theta`` and, with a ``window``, the ``sliding_window`` kernel
-    (``|i - j| <= window // 2``). `ModernBERT` builds `MultiHeadAttention` itself; this name stays for code and
-    ``.keras`` files that use it.
+    """The layer that older ``.keras`` files of ModernBERT hold, so that they load; removed in 0.3 (`ModernBERT`
+    builds `MultiHeadAttention`): a `MultiHeadAttention` with a fused ``qkv``, `RotateHalfPositions` of base
+    ``rope_theta`` and, with a ``window``, the ``sliding_window`` kernel (``|i - j| <= window // 2``).
 
     Example:
     >>> import numpy as np
@@ -73,6 +70,11 @@ class ModernBertAttention(MultiHeadAttention):
                          kernel_initializer=kernel_initializer, positions=RotateHalfPositions(rope_theta),
                          fused_qkv=True, **kwargs)
         self.attention, self.attention_config = attention, dict(attention_config or {})
+
+    @property
+    def output_dense(self):
+        """``o_dense`` under the name these files store its weights by."""
+        return self.o_dense
 
     def get_config(self):
         config = keras.layers.Layer.get_config(self)
@@ -351,7 +353,7 @@ class ModernBERT(Transformer):
             if index:
                 mapping[attention_name + "-Norm"] = norm(layer + "attn_norm")
             mapping[attention_name] = {**sub("qkv", linear(layer + "attn.Wqkv", self.attention_use_bias)),
-                                       **sub("output_dense", linear(layer + "attn.Wo", self.attention_use_bias))}
+                                       **sub("o_dense", linear(layer + "attn.Wo", self.attention_use_bias))}
             mapping[feed_forward_name + "-Norm"] = norm(layer + "mlp_norm")
             mapping[feed_forward_name] = {**sub("intermediate_dense", linear(layer + "mlp.Wi", self.mlp_bias)),
                                           **sub("output_dense", linear(layer + "mlp.Wo", self.mlp_bias))}
@@ -384,16 +386,3 @@ class ModernBERT(Transformer):
         for old in ("global_rope_theta", "local_rope_theta"):  # superseded by rope_parameters
             config.pop(old, None)
         return config
-
-
-def ModernBertReader(folder):  # noqa: N802 -- the former reader class's name
-    """A ModernBERT folder's ``model.safetensors`` by name without ``model.``: the one
-    `bert4long.checkpoints.safetensors_io.SafetensorsReader`, named as `families.family("modernbert")` says.
-
-    Example:
-    >>> from bert4long.models.modernbert import ModernBertReader
-    >>> reader = ModernBertReader("ModernBERT-base/")  # doctest: +SKIP
-    >>> reader.get("layers.0.attn.Wqkv.weight").shape  # doctest: +SKIP
-    (2304, 768)
-    """
-    return open_huggingface_folder(folder, families.family("modernbert"))

@@ -6,8 +6,8 @@
 >>> "Embedding-Position" in [layer.name for layer in model.layers]  # no position table
 False
 """
-from bert4long.layers.positions import check_max_relative_position
 from bert4long.models import BERT
+from bert4long.ops.positions import check_max_relative_position
 
 
 class RelativePositionBERT(BERT):

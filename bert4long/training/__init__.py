@@ -13,7 +13,6 @@ _MODULES = {
     "build_token_labeller": "bert4long.training.finetune",
     "compile_finetune": "bert4long.training.finetune",
     "encode_labels": "bert4long.training.finetune",
-    "token_label_weights": "bert4long.training.finetune",
     "TrainingInterrupted": "bert4long.training.interrupt",
     "RunInProgress": "bert4long.training.lock",
     "RunLock": "bert4long.training.lock",

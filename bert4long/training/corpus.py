@@ -1,5 +1,6 @@
-"""The built-in demo corpus (Wikipedia articles from gensim's test data); read your own corpus with
-`bert4long.data.corpus.read_texts`."""
+"""Where the shipped Wikipedia articles (`bert4long.pretrained.wikipedia_articles`, what to read) come from:
+gensim's test data, markup stripped by `strip_wiki_markup`; and the ones the built-in model never saw. Read your
+own corpus with `bert4long.data.corpus.read_texts`."""
 import bz2
 import html
 import importlib.util
@@ -41,7 +42,7 @@ def strip_wiki_markup(text: str) -> str:
 
 
 def wikipedia_articles() -> list[str]:
-    """The 106 English Wikipedia articles shipped in gensim's test data, markup stripped."""
+    """The 106 English Wikipedia articles of gensim's test data, markup stripped: the source of the shipped file."""
     spec = importlib.util.find_spec("gensim")
     if spec is None or not spec.submodule_search_locations:
         raise ModuleNotFoundError("The demo corpus comes from gensim's test data: pip install --no-deps gensim")

@@ -222,7 +222,8 @@ def build_token_labeller(
     global_tokens: str | Sequence[int] | None = "auto",
     **kwargs,
 ) -> CheckedModel:
-    """Per-token logits ``[batch, length, num_labels]`` (train with `token_label_weights`).
+    """Per-token logits ``[batch, length, num_labels]``; train with the ``weights`` of
+    `bert4long.data.tagging.encode_tagged` (each word's first piece counts, as the command's tagging does).
 
     Inputs and ``global_tokens`` as `build_classifier` (``'auto'``: a Longformer's first token is global).
 
@@ -240,12 +241,6 @@ def build_token_labeller(
         x = keras.layers.Dropout(dropout_rate, name="Labeller-Dropout")(states)
         logits = keras.layers.Dense(num_labels, dtype="float32", name="Labeller-Logits")(x)
     return CheckedModel(inputs, logits, name="token_labeller")
-
-
-def token_label_weights(token_ids: np.typing.ArrayLike, special_ids: Sequence[int] = (0, 2, 3)) -> np.ndarray:
-    """float32 weights: 1 on real tokens, 0 on padding, ``[CLS]`` and ``[SEP]`` (the default ids are BERT's;
-    pass ``tokenizer.special_ids`` for other vocabularies, e.g. RoBERTa's ``<s>`` 0, ``<pad>`` 1, ``</s>`` 2)."""
-    return (~np.isin(np.asarray(token_ids), special_ids)).astype("float32")
 
 
 def balanced_class_weights(label_ids: np.typing.ArrayLike, num_labels: int) -> np.ndarray:
