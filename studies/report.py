@@ -9,6 +9,7 @@ Missing files are skipped. Without matplotlib the report has tables only.
         --figures docs/figures
 """
 import argparse
+import math
 import os
 
 import numpy as np
@@ -264,22 +265,70 @@ def recovery_text(curve, level, level_n):
     return f"step {back} (above beyond noise: " + (f"step {above})" if above else f"not by {last})")
 
 
+def chosen_tokens(records, region="all", kind="all"):
+    """Which of ``records``' predictions count: ``region`` 'all', 'ge' / 'lt' (the records' boundary); ``kind`` 'all'
+    predictions or 'mask' ([MASK] positions only)."""
+    chosen = np.ones(len(records["correct"]), bool) if region == "all" else (
+        (records["position"] >= records["boundary"]) if region == "ge" else (records["position"] < records["boundary"]))
+    return chosen & records["is_mask"] if kind == "mask" else chosen
+
+
 def paired_difference(a, b, region="ge", kind="all"):
     """Accuracy of records ``a`` minus records ``b`` on the same tokens (`masked_predictions`'s records, e.g. a model
     read long and read as windows) and its standard error clustered by evaluation window: the paired error, which
-    the pairing makes smaller than the two errors in quadrature. ``region``: 'ge' / 'lt' (the records' boundary) or
-    'all'; ``kind``: 'all' predictions or 'mask' ([MASK] positions only)."""
+    the pairing makes smaller than the two errors in quadrature. ``a`` and ``b`` may be lists, one pair of records
+    per mask seed: the windows are the same text under every seed, so a window is one cluster across seeds."""
     from bert4long.training.position_eval import accuracy_with_error
 
-    if not all(np.array_equal(a[k], b[k]) for k in ("sequence", "position", "is_mask")):
-        raise ValueError("paired_difference: the two records are not of the same tokens (another mask seed or text)")
-    chosen = np.ones(len(a["correct"]), bool) if region == "all" else (
-        (a["position"] >= a["boundary"]) if region == "ge" else (a["position"] < a["boundary"]))
-    if kind == "mask":
-        chosen &= a["is_mask"]
-    difference = a["correct"][chosen].astype(float) - b["correct"][chosen].astype(float)
-    windows = a["sequence"][chosen]
+    pairs = list(zip(a, b)) if isinstance(a, list) else [(a, b)]
+    difference, windows = [], []
+    for x, y in pairs:
+        if not all(np.array_equal(x[k], y[k]) for k in ("sequence", "position", "is_mask")):
+            raise ValueError("paired_difference: the two records are not of the same tokens (another mask seed or "
+                             "text)")
+        chosen = chosen_tokens(x, region, kind)
+        difference.append(x["correct"][chosen].astype(float) - y["correct"][chosen].astype(float))
+        windows.append(x["sequence"][chosen])
+    difference, windows = np.concatenate(difference), np.concatenate(windows)
     return accuracy_with_error(np.bincount(windows), np.bincount(windows, difference))
+
+
+def seed_records(data, method):
+    """``method``'s zero-shot records under every mask seed the study was read with (one dict per seed), or [] when
+    it kept none."""
+    root = os.path.dirname(data.get("records_folder") or "")
+    seeds = sorted(d for d in os.listdir(root) if d.startswith("seed-")) if os.path.isdir(root) else []
+    paths = [os.path.join(root, seed, "zero_shot", f"{method}.npz") for seed in seeds]
+    return [dict(np.load(path)) for path in paths if os.path.exists(path)]
+
+
+def pooled_accuracy(records, region="all", kind="all"):
+    """Accuracy over every seed's records and its standard error clustered by window (one cluster across seeds)."""
+    from bert4long.training.position_eval import accuracy_with_error
+
+    chosen = [chosen_tokens(r, region, kind) for r in records]
+    windows = np.concatenate([r["sequence"][c] for r, c in zip(records, chosen)])
+    correct = np.concatenate([r["correct"][c].astype(float) for r, c in zip(records, chosen)])
+    return (*accuracy_with_error(np.bincount(windows), np.bincount(windows, correct)), len(correct))
+
+
+def two_sided_p(difference, se):
+    """The normal two-sided p-value of ``difference`` with standard error ``se``."""
+    return math.erfc(abs(difference / se) / math.sqrt(2)) if se > 0 else float(difference == 0)
+
+
+def holm(p_values, level=0.05):
+    """Holm's step-down decisions at family-wise ``level``: True where a hypothesis is rejected.
+
+    >>> holm([0.01, 0.04, 0.03])
+    [True, False, False]
+    """
+    rejected = [False] * len(p_values)
+    for rank, i in enumerate(sorted(range(len(p_values)), key=lambda i: p_values[i])):
+        if p_values[i] > level / (len(p_values) - rank):
+            break
+        rejected[i] = True
+    return rejected
 
 
 def point_records(data, method, step):
@@ -341,9 +390,9 @@ BASE_DESCRIPTION = ("measured on minilm-mlm: all-MiniLM-L6-v2, a 6-layer sentenc
                     "and trained as a masked LM on about 4 M tokens, not a fully pretrained RoBERTa")
 # The verdicts form one family: each decides at two standard errors (about 5% false calls each when nothing is
 # there), so across the five up to about 23% chance of one false call; stated beside them in the report.
-FAMILY_NOTE = ("The five verdicts are one family of comparisons, each decided at two standard errors (about 5% false "
-               "calls each when there is no difference; up to about 23% chance of at least one among five). No "
-               "multiple-comparison correction is applied yet.")
+FAMILY_NOTE = ("Within the α claim the comparisons form one family, decided by Holm's procedure at 5% family-wise. "
+               "The other verdicts are each decided at two standard errors (about 5% false calls each when there is "
+               "no difference); across them no further correction is applied.")
 
 
 def kept_claim(data, a4):
@@ -366,39 +415,64 @@ def kept_claim(data, a4):
            f"{100 * zero['split']['acc_all'] / b:.0f}%." if "split" in zero else "."))
 
 
+KINDS = {"all": "all predictions", "mask": "[MASK] positions only"}
+
+
+def pooled_alpha_verdict(data, kind):
+    """'α = 0.4 is the best choice' zero-shot at 3× on ``kind`` predictions, pooled over every mask seed with records:
+    each other α against α = 0.4 on the same tokens (paired), decided by Holm's procedure at 5% family-wise over
+    those comparisons. None when fewer than two seeds kept records."""
+    best = seed_records(data, "hierarchical-0.4")
+    if len(best) < 2:
+        return None
+    compared = [(alpha, seed_records(data, m)) for alpha, m in alpha_methods(data.get("zero_shot", {})) if alpha != 0.4]
+    rows = [(alpha, *paired_difference(best, other, "all", kind)) for alpha, other in compared
+            if len(other) == len(best)]
+    decided = holm([two_sided_p(d, se) for _, d, se in rows])
+    ahead_of = [alpha for (alpha, d, _), rejected in zip(rows, decided) if rejected and d > 0]
+    behind = [alpha for (alpha, d, _), rejected in zip(rows, decided) if rejected and d < 0]
+    verdict = ("refuted" if behind else "confirmed" if len(ahead_of) == len(rows) else
+               "partly confirmed" if ahead_of else "not decided")
+    return verdict, (f"{KINDS[kind]}: **{verdict}** (α = 0.4 minus " + ", ".join(
+        f"α = {alpha}: {100 * d:+.1f} ± {100 * se:.1f}{' (decided)' if rejected else ''}"
+        for (alpha, d, se), rejected in zip(rows, decided)) + " points)")
+
+
+def pooled_alpha_claim(data):
+    """The post's second claim zero-shot, pooled over the mask seeds and paired by token (None without records)."""
+    kinds = [pooled_alpha_verdict(data, kind) for kind in KINDS]
+    if kinds[0] is None:
+        return None
+    seeds = len(seed_records(data, "hierarchical-0.4"))
+    return (f"α = 0.4 is the best choice (the post), zero-shot at 3× pooled over {seeds} mask seeds, each α against "
+            "α = 0.4 on the same tokens, Holm's procedure at 5% family-wise over the comparisons ('decided': the "
+            "difference survives it): " + "; ".join(text for _, text in kinds))
+
+
+def continued_alpha_text(data):
+    """'. After N continued-MLM steps: α = 0.4 ..., α = 0.2 ...' for the α runs trained to a common step ('' if none)."""
+    trained = {m: r["curve"] for m, r in data.get("training", {}).items()
+               if m.startswith("hierarchical-") and "+" not in m and r.get("curve")}
+    if "hierarchical-0.4" not in trained or len(trained) < 2:
+        return ""
+    step = min(c[-1]["step"] for c in trained.values())
+    at = {m: next(e for e in c if e["step"] == step) for m, c in trained.items()}
+    others = [m for m in at if m != "hierarchical-0.4"]
+    return (f". After {step} continued-MLM steps: α = 0.4 {acc_se(at['hierarchical-0.4'])}, "
+            + ", ".join(f"α = {m.split('-', 1)[1]} {acc_se(at[m])}" for m in others)
+            + {1: " (α = 0.4 ahead beyond noise)", -1: " (α = 0.4 behind beyond noise)",
+               0: " (within noise)"}[min(beyond_noise(at["hierarchical-0.4"], at[m]) for m in others)])
+
+
 def alpha_claims(data):
     """The post's second claim (α = 0.4 is the best choice), zero-shot and after continued MLM."""
-    zero, lines = data.get("zero_shot", {}), []
-    a4 = zero.get("hierarchical-0.4")
-    alphas = alpha_methods(zero)
-    larger = [(a, m) for a, m in alphas if a > 0.4]
-    smaller = [(a, m) for a, m in alphas if a < 0.4]
-    if a4 and larger:
-        beaten = [f"α = {a} ({pct(zero[m]['acc_all'])})" for a, m in larger if beyond_noise(a4, zero[m]) > 0]
-        ahead = [f"α = {a} ({acc_se(zero[m])})" for a, m in smaller if beyond_noise(zero[m], a4) > 0]
-        tied = [f"α = {a} ({pct(zero[m]['acc_all'])})" for a, m in smaller if beyond_noise(zero[m], a4) == 0]
-        verdict = ("refuted" if ahead or not beaten else
-                   "confirmed" if len(beaten) == len(larger) and not tied else "partly confirmed")
-        text = (f"α = 0.4 is the best choice (the post): **{verdict}** — zero-shot at 3×, α = 0.4 "
-                f"({acc_se(a4)}) beats " + (", ".join(beaten) or "no larger α") + " by more than two standard errors")
-        if ahead:
-            text += "; smaller α does better: " + ", ".join(ahead)
-        elif tied:
-            text += "; smaller α is no worse: " + ", ".join(tied) + " are within noise of it"
-        trained = {m: r["curve"] for m, r in data.get("training", {}).items()
-                   if m.startswith("hierarchical-") and "+" not in m and r.get("curve")}
-        if "hierarchical-0.4" in trained and len(trained) > 1:
-            step = min(c[-1]["step"] for c in trained.values())
-            at = {m: next(e for e in c if e["step"] == step) for m, c in trained.items()}
-            others = [m for m in at if m != "hierarchical-0.4"]
-            text += (f". After {step} continued-MLM steps: α = 0.4 {acc_se(at['hierarchical-0.4'])}, "
-                     + ", ".join(f"α = {m.split('-', 1)[1]} {acc_se(at[m])}" for m in others)
-                     + {1: " (α = 0.4 ahead beyond noise)", -1: " (α = 0.4 behind beyond noise)",
-                        0: " (within noise)"}[min(beyond_noise(at["hierarchical-0.4"], at[m]) for m in others)])
-        lines.append(text + ".")
-    if a4 and not larger:
-        lines.append("α = 0.4 is the best choice (the post): **not decided** — no α above 0.4 has been measured at 3×.")
-    return lines
+    if "hierarchical-0.4" not in data.get("zero_shot", {}):
+        return []
+    pooled = pooled_alpha_claim(data)
+    if pooled is None:
+        return ["α = 0.4 is the best choice (the post): **not decided** — it needs per-token records under two mask "
+                "seeds or more (`python -m studies.position_study --eval-seed ...`)."]
+    return [pooled + continued_alpha_text(data) + "."]
 
 
 def training_claims(data):
@@ -598,6 +672,26 @@ def extension_zero_shot_tables(studies, n):
     return out
 
 
+def pooled_zero_shot_table(data, n):
+    """Zero-shot accuracy at 3× pooled over every mask seed with records, all predictions and [MASK]-only."""
+    seeds = len(seed_records(data, "split"))
+    if seeds < 2:
+        return []
+    rows = []
+    for method in data.get("zero_shot", {}):
+        records = seed_records(data, method)
+        if len(records) == seeds:
+            cells = [pooled_accuracy(records, region, kind) for region in ("all", "ge") for kind in KINDS]
+            rows.append([method] + [f"{100 * acc:.1f} ± {100 * se:.1f}%" for acc, se, _ in cells]
+                        + [cells[0][2], cells[1][2]])
+    header = ["method", "all positions", "all, [MASK] only", f"≥ {n}", f"≥ {n}, [MASK] only", "n", "n [MASK]"]
+    return [f"### Zero-shot at 3×, pooled over {seeds} mask seeds\n",
+            f"The same {data['setup'].get('eval_sequences')} windows masked under {seeds} seeds (80/10/10: a "
+            "predicted position holds [MASK], a random token or itself; `[MASK] only` counts the first kind, the "
+            "post's measure). `±`: the standard error clustered by window, one cluster across seeds (the same "
+            "text); n: predictions pooled.\n", table(header, rows) + "\n"]
+
+
 def extension_alpha_figure(studies, n, plt, figures, report_dir):
     """The zero-shot accuracy against alpha at every length (a figure and its link)."""
     if plt is None:
@@ -746,6 +840,7 @@ def extension_section(studies, figures, plt, report_dir, number, finetune=None):
         "(n in the last column); two methods are scored on the same positions, so the error of a difference is at "
         "most the two errors combined in quadrature. `kept`: accuracy as a share of `base at 512`.\n")
     out += extension_zero_shot_tables(studies, n)
+    out += pooled_zero_shot_table(studies.get(3, {"zero_shot": {}}), n)
     out += extension_alpha_figure(studies, n, plt, figures, report_dir)
     out += extension_winners(studies, n)
     out += extension_training_part(studies.get(3, {}), n, plt, figures, report_dir)

@@ -49,7 +49,6 @@ MODERN_SPECIALS = ["<|endoftext|>", "<|padding|>", "[UNK]", "[CLS]", "[SEP]", "[
 # The Hugging Face folders' model size, under each family's `TinyCheckpoint.config`.
 HUGGING_FACE_TINY = {"hidden_size": 32, "num_hidden_layers": 2, "num_attention_heads": 4, "intermediate_size": 37}
 # tests/test_model_families.py's NEZHA clipping tests read the shared tiny NEZHA's value.
-NEZHA_MAX_RELATIVE = dict(family("nezha").tiny.config)["max_relative_position"]
 
 
 @dataclass(frozen=True)

@@ -1,7 +1,7 @@
 """Longformer, BigBird and ModernBERT read from Hugging Face folders train a classifier under ``mixed_float16``
 with Keras's loss scaling (their MLM logits under the policy: tests/test_family_suite.py).
 
-The folders are the shared tiny ones (`conftest.TINY_FAMILIES`, saved by transformers' own classes); the rows
+The folders are the shared tiny ones (`conftest.tiny_family`, saved by transformers' own classes); the rows
 run beyond every window and block pattern, most of one padded (whole windows and blocks of padding).
 """
 import keras

@@ -5,10 +5,10 @@ import keras
 import numpy as np
 import pytest
 import tensorflow as tf
-from conftest import NEZHA_MAX_RELATIVE
 from numpy_bert import read_weights
 from numpy_families import bert_heads, encoder_forward, nezha_relative_table
 
+from bert4long.families import family
 from bert4long.layers import MultiHeadAttention, RelativePositionEmbedding, SinusoidalPositionEmbedding
 from bert4long.models import build_transformer_model
 from bert4long.testing import TINY_CONFIG
@@ -16,7 +16,7 @@ from bert4long.testing import TINY_CONFIG
 N = TINY_CONFIG["max_position_embeddings"]  # 16: lengths above it prove there is no position table
 HEADS, LAYERS, VOCAB = TINY_CONFIG["num_attention_heads"], TINY_CONFIG["num_hidden_layers"], TINY_CONFIG["vocab_size"]
 KEY_SIZE = TINY_CONFIG["hidden_size"] // HEADS
-M = NEZHA_MAX_RELATIVE  # the shared tiny NEZHA's max_relative_position (5): clipping at short lengths
+M = dict(family("nezha").tiny.config)["max_relative_position"]  # the shared tiny NEZHA's (5): clipping at short lengths
 # float32 model vs float64 reference through 2 layers and LayerNorms.
 ATOL, RTOL = 2e-5, 1e-4
 
@@ -39,7 +39,7 @@ def predict(model, tokens, segments):
 
 @pytest.fixture(scope="module")
 def checkpoints(tiny_family):
-    """The shared tiny checkpoints (`conftest.TINY_FAMILIES`): ``(config_path, checkpoint_prefix)``."""
+    """The shared tiny checkpoints (`conftest.tiny_family`): ``(config_path, checkpoint_prefix)``."""
     return {name: (tiny_family(name).config, tiny_family(name).checkpoint) for name in ("nezha", "roformer", "electra")}
 
 
