@@ -116,7 +116,7 @@ def prepare_data(tokenizer, args):
     documents = encoded_articles(tokenizer, args.max_articles)
     order = np.random.default_rng(args.split_seed).permutation(len(documents))
     width = args.long_length - 2
-    held_out, evaluation = set(), []
+    held_out, evaluation, articles = set(), [], []
     if args.ready_base:  # a base trained elsewhere on every article but HELD_OUT_ARTICLES
         order = [i for i in order if int(i) in HELD_OUT_ARTICLES]
         held_out = set(HELD_OUT_ARTICLES)
@@ -134,13 +134,14 @@ def prepare_data(tokenizer, args):
         for start in range(0, min(len(doc) - width, width) + 1, width):
             if len(evaluation) < args.eval_sequences:
                 evaluation.append(np.concatenate([[tokenizer.cls_id], doc[start:start + width], [tokenizer.sep_id]]))
+                articles.append(int(index))
     if len(evaluation) < args.eval_sequences:
         raise ValueError(f"Only {len(evaluation)} held-out windows of {args.long_length} tokens: lower --eval-sequences.")
     training = [documents[i] for i in range(len(documents)) if i not in held_out]
     def pack(length):
         return pack_documents(training, length, cls_id=tokenizer.cls_id, sep_id=tokenizer.sep_id, drop_remainder=True)
 
-    return {"eval_long": np.stack(evaluation).astype("int32"), "pack": pack,
+    return {"eval_long": np.stack(evaluation).astype("int32"), "eval_articles": articles, "pack": pack,
             "held_out_articles": sorted(held_out), "train_articles": len(training),
             "train_tokens": int(sum(len(d) for d in training))}
 
@@ -523,8 +524,9 @@ def stage_export(args, data, tokenizer, results):
 
 def argument_parser():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--stage", choices=["base", "zeroshot", "train", "export", "all"], default="all",
-                        help="all: base, zeroshot and train; export: write the finished --train-methods models")
+    parser.add_argument("--stage", choices=["base", "zeroshot", "train", "export", "setup", "all"], default="all",
+                        help="all: base, zeroshot and train; export: write the finished --train-methods models; "
+                             "setup: (re)write only the setup (the split, the article of each window)")
     parser.add_argument("--quick", action="store_true", help="tiny random model, 32/64 tokens, a few steps")
     parser.add_argument("--base-length", type=int, default=512)
     parser.add_argument("--long-length", type=int, default=1024)
@@ -613,20 +615,23 @@ def main(argv=None):
     tokenizer = minilm_tokenizer()
     data = prepare_data(tokenizer, args)
     results = load_json(args.out, {}) if keep_results else {}
-    results["stamp"] = machine_stamp()
-    results["setup"] = {
+    if args.stage != "setup":
+        results["stamp"] = machine_stamp()
+    results["setup"] = {**results.get("setup", {}), **{
         "model": ("tiny random BERT (smoke run)" if args.quick else
                   f"ready MLM base {os.path.basename(os.path.normpath(args.ready_base))} (all-MiniLM-L6-v2 + MLM head, "
                   "6 layers, hidden 384, 512 positions)" if args.ready_base else
                   "all-MiniLM-L6-v2 (6 layers, hidden 384, 512 positions)"),
-        "text": "gensim's 106 English Wikipedia articles, markup stripped",
-        "held_out_articles": data["held_out_articles"], "train_articles": data["train_articles"],
+        "text": "the 106 English Wikipedia articles shipped in bert4long.pretrained (gensim's test set, markup "
+                "stripped)",
+        "held_out_articles": data["held_out_articles"], "eval_articles": data["eval_articles"],
+        "train_articles": data["train_articles"],
         "train_tokens": data["train_tokens"], "eval_sequences": args.eval_sequences, "eval_seed": args.eval_seed,
         "base_length": args.base_length, "long_length": args.long_length, "mask_rate": 0.15,
         "masking": "80% [MASK] / 10% random / 10% unchanged", "xla": args.xla,
-    }
+    }}
     save(args.out, results)
-    stages = ["base", "zeroshot", "train"] if args.stage == "all" else [args.stage]
+    stages = ["base", "zeroshot", "train"] if args.stage == "all" else [] if args.stage == "setup" else [args.stage]
     if args.ready_base:
         if args.stage == "base":
             raise ValueError("--stage base makes a base: leave out --base-checkpoint, or pick zeroshot/train.")

@@ -273,24 +273,43 @@ def chosen_tokens(records, region="all", kind="all"):
     return chosen & records["is_mask"] if kind == "mask" else chosen
 
 
-def paired_difference(a, b, region="ge", kind="all"):
-    """Accuracy of records ``a`` minus records ``b`` on the same tokens (`masked_predictions`'s records, e.g. a model
-    read long and read as windows) and its standard error clustered by evaluation window: the paired error, which
-    the pairing makes smaller than the two errors in quadrature. ``a`` and ``b`` may be lists, one pair of records
-    per mask seed: the windows are the same text under every seed, so a window is one cluster across seeds."""
+def clustered_mean(values, records, chosen):
+    """Mean of ``values`` (the chosen predictions of ``records``, one dict per mask seed, concatenated) and its
+    standard error clustered by window, one cluster across seeds (the same text under every seed); for records
+    that carry their window's article (`cluster_records`), the larger of that error and the one clustered by
+    article (windows of one article share text; with a dozen articles the article-clustered error is itself
+    uncertain, and can come out below the window-clustered one)."""
     from bert4long.training.position_eval import accuracy_with_error
 
+    errors = []
+    for key in ("sequence", "cluster"):
+        if all(key in r for r in records):
+            groups = np.concatenate([r[key][c] for r, c in zip(records, chosen)])
+            mean, se = accuracy_with_error(np.ones_like(values), values, groups)
+            errors.append(se)
+    return mean, max(errors)
+
+
+def paired_difference(a, b, region="ge", kind="all"):
+    """Accuracy of records ``a`` minus records ``b`` on the same tokens (`masked_predictions`'s records, e.g. a model
+    read long and read as windows) and its paired standard error (`clustered_mean`), which the pairing makes smaller
+    than the two errors in quadrature. ``a`` and ``b`` may be lists, one pair of records per mask seed."""
     pairs = list(zip(a, b)) if isinstance(a, list) else [(a, b)]
-    difference, windows = [], []
-    for x, y in pairs:
-        if not all(np.array_equal(x[k], y[k]) for k in ("sequence", "position", "is_mask")):
-            raise ValueError("paired_difference: the two records are not of the same tokens (another mask seed or "
-                             "text)")
-        chosen = chosen_tokens(x, region, kind)
-        difference.append(x["correct"][chosen].astype(float) - y["correct"][chosen].astype(float))
-        windows.append(x["sequence"][chosen])
-    difference, windows = np.concatenate(difference), np.concatenate(windows)
-    return accuracy_with_error(np.bincount(windows), np.bincount(windows, difference))
+    if not all(np.array_equal(x[k], y[k]) for x, y in pairs for k in ("sequence", "position", "is_mask")):
+        raise ValueError("paired_difference: the two records are not of the same tokens (another mask seed or text)")
+    chosen = [chosen_tokens(x, region, kind) for x, _ in pairs]
+    difference = np.concatenate([x["correct"][c].astype(float) - y["correct"][c].astype(float)
+                                 for (x, y), c in zip(pairs, chosen)])
+    return clustered_mean(difference, [x for x, _ in pairs], chosen)
+
+
+def cluster_records(data, records):
+    """``records`` with the article each prediction's window was cut from, as ``cluster`` (the study's
+    ``setup.eval_articles``; none for a study that did not record them)."""
+    articles = data.get("setup", {}).get("eval_articles")
+    if articles:
+        records["cluster"] = np.asarray(articles)[records["sequence"]]
+    return records
 
 
 def seed_records(data, method):
@@ -299,17 +318,14 @@ def seed_records(data, method):
     root = os.path.dirname(data.get("records_folder") or "")
     seeds = sorted(d for d in os.listdir(root) if d.startswith("seed-")) if os.path.isdir(root) else []
     paths = [os.path.join(root, seed, "zero_shot", f"{method}.npz") for seed in seeds]
-    return [dict(np.load(path)) for path in paths if os.path.exists(path)]
+    return [cluster_records(data, dict(np.load(path))) for path in paths if os.path.exists(path)]
 
 
 def pooled_accuracy(records, region="all", kind="all"):
-    """Accuracy over every seed's records and its standard error clustered by window (one cluster across seeds)."""
-    from bert4long.training.position_eval import accuracy_with_error
-
+    """Accuracy over every seed's records, its standard error (`clustered_mean`) and the predictions counted."""
     chosen = [chosen_tokens(r, region, kind) for r in records]
-    windows = np.concatenate([r["sequence"][c] for r, c in zip(records, chosen)])
     correct = np.concatenate([r["correct"][c].astype(float) for r, c in zip(records, chosen)])
-    return (*accuracy_with_error(np.bincount(windows), np.bincount(windows, correct)), len(correct))
+    return (*clustered_mean(correct, records, chosen), len(correct))
 
 
 def two_sided_p(difference, se):
@@ -338,7 +354,7 @@ def point_records(data, method, step):
     paths = [os.path.join(folder or "", "train", method, f"step-{step:05d}{kind}.npz") for kind in ("", "-split")]
     if not folder or not all(os.path.exists(p) for p in paths):
         return None
-    return tuple(dict(np.load(p)) for p in paths)
+    return tuple(cluster_records(data, dict(np.load(p))) for p in paths)
 
 
 def extension_studies(results_dir):
@@ -689,7 +705,7 @@ def pooled_zero_shot_table(data, n):
             f"The same {data['setup'].get('eval_sequences')} windows masked under {seeds} seeds (80/10/10: a "
             "predicted position holds [MASK], a random token or itself; `[MASK] only` counts the first kind, the "
             "post's measure). `±`: the standard error clustered by window, one cluster across seeds (the same "
-            "text); n: predictions pooled.\n", table(header, rows) + "\n"]
+            "text), or by article where that is larger; n: predictions pooled.\n", table(header, rows) + "\n"]
 
 
 def extension_alpha_figure(studies, n, plt, figures, report_dir):
