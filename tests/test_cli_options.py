@@ -8,8 +8,9 @@ import sys
 import pytest
 
 from bert4long.cli import build_parser, given_options, main
-from bert4long.cli.inputs import lower_case_for, tokenizer_for
-from bert4long.cli.options import check_model_options, model_kwargs
+from bert4long.cli.inputs import choose_tokenizer, lower_case_for
+from bert4long.cli.options import model_kwargs, resolve_model_options
+from bert4long.cli.resolved import fill_defaults, resolve, source_for
 from bert4long.tokenizers import load_tokenizer
 from bert4long.tokenizers.casing import vocab_is_cased
 
@@ -68,15 +69,15 @@ def test_hierarchical_position_bare_is_0_4_and_maps_to_the_model():
     bare = parser.parse_args(["export", "--checkpoint", "c", "--out", "o", "--hierarchical-position"])
     given = parser.parse_args(["export", "--checkpoint", "c", "--out", "o", "--hierarchical-position", "0.3"])
     assert bare.hierarchical_position == 0.4 and given.hierarchical_position == 0.3
-    check_model_options(given)
-    assert model_kwargs(given) == {"sequence_length": None, "hierarchical_position": 0.3}
+    assert model_kwargs(given, resolve_model_options(given, source_for(given))) == {
+        "sequence_length": None, "hierarchical_position": 0.3}
     copy = parser.parse_args(["export", "--checkpoint", "c", "--out", "o", "--seq-len", "64", "--model", "RoBERTa",
                               "--position-extension", "interpolate", "--attention", "sliding_window",
                               "--attention-config", "window=8", "global_tokens=[0,1]"])
-    check_model_options(copy, max_position=16)
-    assert model_kwargs(copy) == {"sequence_length": None, "model": "roberta", "position_extension": "interpolate",
-                                  "position_extension_length": 64, "attention": "sliding_window",
-                                  "attention_config": {"window": 8, "global_tokens": [0, 1]}}
+    assert model_kwargs(copy, resolve_model_options(copy, source_for(copy), seq_len=64)) == {
+        "sequence_length": None, "model": "roberta", "position_extension": "interpolate",
+        "position_extension_length": 64, "attention": "sliding_window",
+        "attention_config": {"window": 8, "global_tokens": [0, 1]}}
 
 
 @pytest.mark.parametrize("extra, message", [
@@ -113,21 +114,22 @@ def test_demo_runs_only_when_asked(capsys, tmp_path):
 
 def test_demo_keeps_the_options_given(tmp_path):
     from bert4long import pretrained
-    from bert4long.cli.demo import DEMO_SETTINGS
-    from bert4long.cli.mlm import check_pretrain_arguments
+    from bert4long.cli.demo import DEMO_SETTINGS, demo_length
 
     parser = build_parser()
     argv = ["--demo", "--steps", "4", "--out", str(tmp_path / "d")]
     only_out = ["--out", str(tmp_path / "d")]   # the main job with its folder named: no --demo needed
-    args = parser.parse_args(["pretrain", *only_out])
-    args.given = given_options(parser.commands["pretrain"], only_out)
-    assert check_pretrain_arguments(args) is True and args.checkpoint == pretrained.checkpoint()
-    args = parser.parse_args(["pretrain", *argv])
-    args.given = given_options(parser.commands["pretrain"], argv)
-    assert check_pretrain_arguments(args) is True
+    args, given = parser.parse_args(["pretrain", *only_out]), given_options(parser.commands["pretrain"], only_out)
+    fill_defaults(args, given)
+    assert resolve(args, given).demo is True and args.checkpoint == pretrained.checkpoint()
+    args, given = parser.parse_args(["pretrain", *argv]), given_options(parser.commands["pretrain"], argv)
+    fill_defaults(args, given)
+    resolved = resolve(args, given)
+    assert resolved.demo is True
     assert (args.steps, args.out) == (4, str(tmp_path / "d"))                      # given
     assert (args.batch_size, args.learning_rate) == (DEMO_SETTINGS["batch_size"], DEMO_SETTINGS["learning_rate"])
-    assert args.checkpoint == pretrained.checkpoint() and args.seq_len == 4 * 128  # 4x the built-in's positions
+    assert args.checkpoint == pretrained.checkpoint()
+    assert demo_length(args, given, resolved.source.trained_positions) == 4 * 128  # 4x the built-in's positions
 
 
 def test_wrong_paths_are_named(capsys, tiny_bert, corpus_file, tmp_path):
@@ -170,9 +172,9 @@ def test_casing_follows_the_vocab_unless_overridden(tmp_path):
     vocab = tmp_path / "vocab.txt"
     vocab.write_text("\n".join(words) + "\n")
     args = Namespace(vocab=str(vocab), checkpoint=None, config=None, lower_case=None)
-    assert tokenizer_for(args).tokenize("Paris Berlin") == ["[CLS]", "Paris", "Berlin", "[SEP]"]
+    assert choose_tokenizer(args).tokenizer.tokenize("Paris Berlin") == ["[CLS]", "Paris", "Berlin", "[SEP]"]
     args.lower_case = True  # --uncased
-    assert tokenizer_for(args).tokenize("Paris Berlin") == ["[CLS]", "paris", "berlin", "[SEP]"]
+    assert choose_tokenizer(args).tokenizer.tokenize("Paris Berlin") == ["[CLS]", "paris", "berlin", "[SEP]"]
     assert not vocab_is_cased(words[:5] + [f"w{i}" for i in range(200)])
     folder = tmp_path / "hf"
     folder.mkdir()
@@ -199,7 +201,7 @@ def test_command_line_and_load_tokenizer_agree_on_casing(tmp_path, pieces, confi
     if config is not None:
         (tmp_path / "tokenizer_config.json").write_text(json.dumps(config))
     args = Namespace(vocab=str(tmp_path / "vocab.txt"), checkpoint=None, config=None, lower_case=None)
-    command_line, library = tokenizer_for(args), load_tokenizer(tmp_path)
+    command_line, library = choose_tokenizer(args).tokenizer, load_tokenizer(tmp_path)
     assert command_line.tokenize("Paris") == library.tokenize("Paris") == ["[CLS]", expected, "[SEP]"]
 
 

@@ -13,7 +13,8 @@ import pytest
 from test_cli_options import refused
 
 from bert4long.cli import build_parser, main
-from bert4long.cli.options import check_model_options, model_kwargs
+from bert4long.cli.options import model_kwargs, resolve_model_options
+from bert4long.cli.resolved import source_for
 
 TRAINED, VOCAB, PAD = 16, 99, 0
 
@@ -49,6 +50,13 @@ def parsed(folder, *options):
     return build_parser().parse_args(["export", "--checkpoint", folder, "--out", "o", *options])
 
 
+def checked(args, trained):
+    """`resolve_model_options` of ``args`` for its --checkpoint folder (of ``trained`` positions), at --seq-len."""
+    source = source_for(args)
+    assert source.trained_positions == trained
+    return resolve_model_options(args, source, args.seq_len)
+
+
 @pytest.mark.parametrize("value, message", [
     ("cubic:4", "rope_type 'cubic' is not implemented; bert4long implements linear, dynamic, yarn"),
     ("yarn:0.5", "needs a factor >= 1"),
@@ -65,8 +73,8 @@ def test_bad_values_are_refused_when_parsed(capsys, value, message):
 
 def test_parsed_value_is_passed_to_the_builder(modernbert_config):
     args = parsed(modernbert_config, "--rope-scaling", "yarn:4,beta_fast=16,attention_factor=1.2")
-    check_model_options(args, TRAINED, check_length=False)
-    assert model_kwargs(args) == {"sequence_length": None, "rope_scaling": {
+    kwargs = model_kwargs(args, resolve_model_options(args, source_for(args)))
+    assert kwargs == {"sequence_length": None, "rope_scaling": {
         "rope_type": "yarn", "factor": 4, "beta_fast": 16, "attention_factor": 1.2}}
 
 
@@ -78,7 +86,7 @@ def test_parsed_value_is_passed_to_the_builder(modernbert_config):
 ])
 def test_refused_beside_a_position_tables_options(modernbert_config, options, message):
     with pytest.raises(ValueError, match="^" + message.replace("(", r"\(")):
-        check_model_options(parsed(modernbert_config, "--rope-scaling", "yarn:4", *options), TRAINED)
+        checked(parsed(modernbert_config, "--rope-scaling", "yarn:4", *options), TRAINED)
 
 
 def test_refused_for_a_learned_table(capsys, tiny_bert, tmp_path):
@@ -93,14 +101,14 @@ def test_refused_for_a_learned_table(capsys, tiny_bert, tmp_path):
 
 def test_seq_len_check_reaches_the_scaled_length(modernbert_config):
     for scaling, seq_len in (("yarn:4", 4 * TRAINED), ("linear:2.5", 40), ("dynamic:2", 1000)):
-        check_model_options(parsed(modernbert_config, "--seq-len", str(seq_len), "--rope-scaling", scaling), TRAINED)
+        checked(parsed(modernbert_config, "--seq-len", str(seq_len), "--rope-scaling", scaling), TRAINED)
     with pytest.raises(ValueError, match=r"^--seq-len 65 is longer than the 64 positions this model can place "
                                          r"\(trained: 16\): use --seq-len 64 or less, or a factor of 5 or more "
                                          r"\(--rope-scaling yarn:5\)$"):
-        check_model_options(parsed(modernbert_config, "--seq-len", "65", "--rope-scaling", "yarn:4"), TRAINED)
+        checked(parsed(modernbert_config, "--seq-len", "65", "--rope-scaling", "yarn:4"), TRAINED)
     with pytest.raises(ValueError, match=r"^--seq-len 40 is longer than the 16 positions .*: add --rope-scaling "
                                          r"yarn:3 \(its rotary positions stretched\), or use --seq-len 16 or less"):
-        check_model_options(parsed(modernbert_config, "--seq-len", "40"), TRAINED)
+        checked(parsed(modernbert_config, "--seq-len", "40"), TRAINED)
 
 
 def test_export_serves_the_scaled_model(capsys, modernbert_folder, tmp_path):
@@ -133,8 +141,8 @@ def test_seq_len_check_reads_the_scaling_a_folder_records(tmp_path, recorded, pl
         "num_hidden_layers": 2, "num_attention_heads": 2, "max_position_embeddings": TRAINED,
         "rope_parameters": {"full_attention": {**recorded, "rope_theta": 1000.0},
                             "sliding_attention": {"rope_type": "default", "rope_theta": 300.0}}}))
-    check_model_options(parsed(str(tmp_path), "--seq-len", str(placed or 100 * TRAINED)), TRAINED)
+    checked(parsed(str(tmp_path), "--seq-len", str(placed or 100 * TRAINED)), TRAINED)
     if placed is not None:
         with pytest.raises(ValueError, match=rf"^--seq-len {placed + 1} is longer than the {placed} positions this "
                                              rf"model can place \(trained: {TRAINED}\): use --seq-len {placed} or less"):
-            check_model_options(parsed(str(tmp_path), "--seq-len", str(placed + 1)), TRAINED)
+            checked(parsed(str(tmp_path), "--seq-len", str(placed + 1)), TRAINED)

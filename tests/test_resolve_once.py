@@ -20,7 +20,7 @@ from bert4long.cli import main
 CONFIG_NAMES = ("bert_config.json", "config.json")
 # Functions that decide a checkpoint's family, and the argument checks, counted by `count_calls`.
 WATCHED = ("folder_family", "config_family", "family_of_model_type", "is_family_folder", "family_model_type",
-           "family", "check_pretrain_arguments", "check_model_options", "resolve_source")
+           "family", "check_pretrain_arguments", "resolve_model_options", "resolve_source")
 
 
 @contextlib.contextmanager
@@ -229,3 +229,90 @@ def test_a_source_with_another_checkpoint_or_model_is_refused(google_layout):
     for extra in ({"checkpoint_path": google_layout["checkpoint"]}, {"model": "nezha"}):
         with pytest.raises(ValueError, match="a Source names its own checkpoint and model"):
             build_transformer_model(source, **extra)
+
+
+@pytest.fixture
+def writes_after_defaults(monkeypatch):
+    """The names written onto a command's parsed options after `fill_defaults`, the one step that may write them
+    (every `argparse.Namespace` made while the test runs records the writes once that step has run on it)."""
+    import argparse
+
+    import bert4long.cli as cli
+
+    writes, frozen = [], []
+
+    class WatchedNamespace(argparse.Namespace):
+        def __setattr__(self, name, value):
+            if any(self is options for options in frozen):
+                writes.append(name)
+            super().__setattr__(name, value)
+
+    fill_defaults = cli.fill_defaults
+
+    def fill_then_freeze(args, given):
+        fill_defaults(args, given)
+        frozen.append(args)
+
+    monkeypatch.setattr(argparse, "Namespace", WatchedNamespace)
+    monkeypatch.setattr(cli, "fill_defaults", fill_then_freeze)
+    return writes, frozen
+
+
+def written_after_defaults(argv, watched, capsys):
+    """The names ``bert4long argv`` wrote onto its parsed options after `fill_defaults` (it must succeed)."""
+    writes, frozen = watched
+    status = main(argv)
+    assert status == 0, capsys.readouterr().err[-3000:]
+    assert len(frozen) == 1, "the command's options were not watched"
+    written = list(writes)
+    writes.clear(), frozen.clear()
+    return written
+
+
+def test_the_watch_sees_a_write(writes_after_defaults, google_layout, capsys, monkeypatch):
+    import bert4long.cli as cli
+
+    fill_then_freeze = cli.fill_defaults
+
+    def fill_then_write(args, given):
+        fill_then_freeze(args, given)
+        args.seq_len = 8
+
+    monkeypatch.setattr(cli, "fill_defaults", fill_then_write)
+    assert written_after_defaults(["info", google_layout["checkpoint"]], writes_after_defaults, capsys) == ["seq_len"]
+
+
+@pytest.mark.parametrize("command", [pytest.param("pretrain", marks=pytest.mark.slow),
+                                     pytest.param("demo", marks=pytest.mark.slow),   # ~20 s on 2 CPU cores
+                                     "evaluate", "info", "predict", "export"])
+def test_no_command_writes_onto_its_parsed_options(command, writes_after_defaults, google_layout, tmp_path, capsys):
+    """What a command derives (the `Source`, the model options, the output folder, the demo's settings) is passed down
+    in `bert4long.cli.resolved.Resolved`, never written onto the options the user typed."""
+    documents = tmp_path / "documents.jsonl"
+    documents.write_text("".join(json.dumps({"text": f"w{i} w{i + 1} w{i + 2}"}) + "\n" for i in range(3)))
+    prefix, corpus = google_layout["checkpoint"], google_layout["corpus"]
+    argv = {"pretrain": pretrain_argv(prefix, corpus, str(tmp_path / "run")),
+            "demo": ["pretrain", "--demo", "--checkpoint", prefix, "--corpus", corpus, "--seq-len", "32", "--steps",
+                     "1", "--batch-size", "2", "--eval-sequences", "2", "--no-xla", "--out", str(tmp_path / "demo")],
+            "evaluate": ["evaluate", "--checkpoint", prefix, "--corpus", corpus, "--seq-len", "16",
+                         "--max-sequences", "2"],
+            "info": ["info", prefix],
+            "predict": ["predict", "--checkpoint", prefix, "--input", str(documents), "--output",
+                        str(tmp_path / "embeddings.jsonl"), "--quiet"],
+            "export": ["export", "--checkpoint", prefix, "--out", str(tmp_path / "served")]}[command]
+    assert written_after_defaults(argv, writes_after_defaults, capsys) == []
+
+
+@pytest.mark.slow   # a finetune, a predict and an export: ~15 s on 2 CPU cores
+def test_finetune_and_the_commands_that_read_its_run_write_nothing_onto_their_options(
+        writes_after_defaults, google_layout, tmp_path, capsys):
+    train = tmp_path / "train.jsonl"
+    train.write_text("".join(json.dumps({"text": f"w{i} w{i + 3} w{i + 5}", "label": "ab"[i % 2]}) + "\n"
+                             for i in range(6)))
+    run = str(tmp_path / "run")
+    for argv in (["finetune", "--checkpoint", google_layout["checkpoint"], "--train", str(train), "--seq-len", "16",
+                  "--batch-size", "2", "--epochs", "1", "--no-xla", "--quiet", "--out", run],
+                 ["predict", "--run", run, "--input", str(train), "--output", str(tmp_path / "predicted.jsonl"),
+                  "--quiet"],
+                 ["export", "--run", run, "--raw-text", "--out", str(tmp_path / "served")]):
+        assert written_after_defaults(argv, writes_after_defaults, capsys) == [], argv[0]

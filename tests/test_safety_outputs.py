@@ -242,7 +242,7 @@ def test_a_damaged_checkpoint_is_named_in_one_error(tmp_path, capsys):
 
 
 def test_a_predict_output_file_may_not_be_an_input_or_inside_an_input_folder(tmp_path):
-    from bert4long.cli.output_guard import guarded_output
+    from bert4long.cli.output_guard import checked_output
 
     texts = tmp_path / "texts"
     texts.mkdir()
@@ -254,10 +254,9 @@ def test_a_predict_output_file_may_not_be_an_input_or_inside_an_input_folder(tmp
                                     (docs, texts, "is a folder")]:
         args = argparse.Namespace(command="predict", input=str(given), output=str(output), run=None,
                                   checkpoint=None, config=None, vocab=None)
-        with pytest.raises(ValueError, match=expected), guarded_output(args):
-            pass
-    with guarded_output(argparse.Namespace(command="predict", input=str(docs), output=str(tmp_path / "p.jsonl"))):
-        pass
+        with pytest.raises(ValueError, match=expected):
+            checked_output(args)
+    checked_output(argparse.Namespace(command="predict", input=str(docs), output=str(tmp_path / "p.jsonl")))
     assert snapshot(tmp_path) == before
 
 

@@ -17,7 +17,8 @@ from safetensors.numpy import load_file, save_file
 
 from bert4long.checkpoints.tf_format import CheckpointReader, write_checkpoint
 from bert4long.cli import build_parser, main
-from bert4long.cli.inputs import tokenizer_for
+from bert4long.cli.inputs import choose_tokenizer
+from bert4long.cli.resolved import source_for
 from bert4long.models import build_transformer_model
 from bert4long.position_alpha import DEFAULT_ALPHA
 from bert4long.testing import write_tiny_checkpoint
@@ -118,7 +119,8 @@ def test_a_tokenizer_json_table_may_be_padded_by_fewer_than_128_rows_and_no_more
     folder = copy_folder(wide_bert, tmp_path / "model")
     argv = ["evaluate", "--checkpoint", str(folder / "bert_model.ckpt"), "--corpus", "x", "--seq-len", "16"]
     tokenizer_json(folder, TABLE - 127)
-    assert tokenizer_for(build_parser().parse_args(argv)).vocab_size == TABLE - 127
+    args = build_parser().parse_args(argv)
+    assert choose_tokenizer(args, source_for(args)).tokenizer.vocab_size == TABLE - 127
     path, entries = tokenizer_json(folder, TABLE - 128)
     status, err = refused(capsys, argv)
     assert status == 1 and f"{str(path)!r} has {entries} entries but the model's vocabulary has {TABLE}" in err, err

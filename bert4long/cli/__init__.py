@@ -1,9 +1,13 @@
 """The ``bert4long`` command: pretrain, finetune, evaluate, export, info, extend, convert.
 
 Each subcommand is one ``add_<name>_arguments(parser)`` block plus one
-``run_<name>(args)`` function, registered in `COMMANDS`; a command whose options
-need more than argparse's checks names its check in `CHECKS`, run before TensorFlow
-starts. Run ``bert4long COMMAND --help`` for its options.
+``run_<name>(args, resolved)`` function, registered in `COMMANDS`; a command whose options
+need more than argparse's checks names its check in `CHECKS`, run before anything is read.
+`main` parses the options, fills the documented defaults of those left out
+(`bert4long.cli.resolved.fill_defaults`, the one step that writes onto them), checks them before
+TensorFlow starts, then resolves what the command reads once (`bert4long.cli.resolved.resolve`:
+the checkpoint's `Source`, the model options, the output folder); the command gets the options,
+read only, and that `Resolved`. Run ``bert4long COMMAND --help`` for its options.
 
 The command, not the library, quiets TensorFlow: its start-up logs are parked
 (`bert4long.tf_startup`) and Keras's and TensorFlow's Python warnings hidden unless
@@ -19,28 +23,31 @@ from bert4long.cli.checkpoint_tools import (
     add_export_arguments,
     add_extend_arguments,
     add_info_arguments,
+    check_export_arguments,
     run_convert,
     run_export,
     run_extend,
     run_info,
 )
-from bert4long.cli.inputs import default_config
 from bert4long.cli.mlm import (
     add_evaluate_arguments,
     add_pretrain_arguments,
+    check_evaluate_arguments,
     check_pretrain_arguments,
     run_evaluate,
     run_pretrain,
 )
-from bert4long.cli.output_guard import guarded_output
+from bert4long.cli.output_guard import holding
+from bert4long.cli.resolved import fill_defaults, resolve
 from bert4long.cli.tasks import (
     add_finetune_arguments,
     add_predict_arguments,
     check_finetune_arguments,
+    check_predict_arguments,
     run_finetune,
     run_predict,
 )
-from bert4long.tf_startup import import_tensorflow_quietly, quiet, quiet_startup, show_tensorflow_logs
+from bert4long.tf_startup import import_tensorflow_quietly, quiet, show_tensorflow_logs
 from bert4long.training.interrupt import TrainingInterrupted, sigterm_stops
 
 COMMANDS = {
@@ -53,9 +60,10 @@ COMMANDS = {
     "extend": (add_extend_arguments, run_extend, "write a checkpoint with a longer position table"),
     "convert": (add_convert_arguments, run_convert, "write a Hugging Face folder as a Google checkpoint"),
 }
-# Checks of a command's options beyond argparse's: numbers, flags and paths are refused before TensorFlow starts
-# (a check that reads the checkpoint's config starts it, quietly).
-CHECKS = {"pretrain": check_pretrain_arguments, "finetune": check_finetune_arguments}
+# Checks of a command's options beyond argparse's, ``check(args, given)``: numbers, flags and paths are refused
+# before anything is read or TensorFlow starts (what needs the checkpoint's config is checked by `resolve`).
+CHECKS = {"pretrain": check_pretrain_arguments, "finetune": check_finetune_arguments,
+          "evaluate": check_evaluate_arguments, "export": check_export_arguments, "predict": check_predict_arguments}
 
 
 def build_parser():
@@ -99,22 +107,22 @@ def main(argv=None):
     if args.command is None:
         parser.print_help()
         return 2
-    args.given = given_options(parser.commands[args.command], argv[argv.index(args.command) + 1:])
+    given = given_options(parser.commands[args.command], argv[argv.index(args.command) + 1:])
     if args.verbose:
         show_tensorflow_logs()
     if quiet():   # the command's own process: Keras's and TensorFlow's warnings are noise to its user
         warnings.filterwarnings("ignore", module="keras")
         warnings.filterwarnings("ignore", module="tensorflow")
-    default_config(args)
     try:
         with sigterm_stops(args.command):
-            with quiet_startup():   # (a check that reads the checkpoint's config starts TensorFlow, quietly too)
-                if args.command in CHECKS:
-                    CHECKS[args.command](args)
-                import_tensorflow_quietly()
+            fill_defaults(args, given)
+            if args.command in CHECKS:
+                CHECKS[args.command](args, given)
+            import_tensorflow_quietly()
+            resolved = resolve(args, given)   # after the quiet start, so that its notes reach stderr
             register_keras_classes()   # run folders hold .keras files
-            with guarded_output(args):
-                COMMANDS[args.command][1](args)
+            with holding(resolved.output):
+                COMMANDS[args.command][1](args, resolved)
     except TrainingInterrupted as error:   # SIGTERM / Ctrl-C: a checkpoint was saved
         print(f"bert4long {args.command}: {error}", file=sys.stderr)
         return error.exit_code

@@ -2,17 +2,9 @@
 import os
 import tempfile
 
-from bert4long.cli.inputs import (
-    check_checkpoint,
-    describe_tokenizer,
-    max_position_of,
-    source_of,
-    tokenizer_folder,
-    tokenizer_for,
-)
+from bert4long.cli.inputs import check_checkpoint, choose_tokenizer, tokenizer_folder
 from bert4long.cli.options import (
     add_model_arguments,
-    check_model_options,
     hierarchical_alpha,
     model_kwargs,
     non_negative_int,
@@ -56,33 +48,54 @@ def add_export_arguments(parser):
                            "output says how many it has (default 16)")
 
 
-def run_export(args):
-    from bert4long.export import export_saved_model
-
+def check_export_arguments(args, given):
+    """Refuse, before anything is read, an export with no source or two, a --checkpoint that is not one, and --raw-text
+    for a checkpoint whose tokenizer is not WordPiece."""
     if (args.run is None) == (args.checkpoint is None):
         raise ValueError("export needs one source: --checkpoint (an encoder) or --run (the --out folder of "
                          "`bert4long finetune`)")
-    label_names, threshold = None, None
+    check_checkpoint(args)
+    if args.raw_text and args.checkpoint is not None:
+        _refuse_raw_text_for(tokenizer_folder(args))
+
+
+def run_export(args, resolved):
+    from bert4long.export import export_saved_model
+    from bert4long.models import build_transformer_model
+
+    label_names, threshold, settings = None, None, None
     if args.run is not None:
-        model, label_names, threshold = _fine_tuned_model(args)
+        model, settings = _fine_tuned_model(args)
+        label_names = settings["labels"]
+        threshold = settings.get("threshold") if settings["task"] == "multilabel" else None
     else:
-        model = _encoder_to_export(args)
-    if args.raw_text:
-        tokenizer = tokenizer_for(args)
-        if args.max_length is not None and args.seq_len > args.max_length:
-            raise ValueError(f"--seq-len {args.seq_len} is longer than --max-length {args.max_length}: "
-                             "rows of the raw-text signature must fit the token-id signature")
-        options = {"raw_text": True, "tokenizer": tokenizer, "seq_len": args.seq_len, "strategy": args.strategy,
-                   "head_len": args.head_len, "chunk_overlap": args.chunk_overlap, "pool": args.pool,
-                   "max_chunks": args.max_chunks}
-    else:
-        options = {}
+        model = build_transformer_model(resolved.source, with_mlm=args.with_mlm, with_pool=args.with_pool,
+                                        **model_kwargs(args, resolved.model))
+    options, chosen = _raw_text_options(args, resolved.source, settings) if args.raw_text else ({}, None)
     names = export_saved_model(model, args.out, max_length=args.max_length, overwrite=args.overwrite,
                                label_names=label_names, threshold=threshold, **options)
     print(f"SavedModel written to {os.path.abspath(args.out)}; serving_default outputs: {', '.join(names)}")
     if args.raw_text:
-        print(f"serving_default takes texts (string [batch]), {'un' if args.lower_case else ''}cased WordPiece, "
-              f"strategy {args.strategy} at {args.seq_len} tokens; serve_token_ids takes int32 token_ids")
+        print(f"serving_default takes texts (string [batch]), {'un' if chosen.lower_case else ''}cased WordPiece, "
+              f"strategy {args.strategy} at {options['seq_len']} tokens; serve_token_ids takes int32 token_ids")
+
+
+def _raw_text_options(args, source, settings=None):
+    """``(options, chosen)``: `export_saved_model`'s raw-text keyword arguments and the `ChosenTokenizer` they name:
+    the checkpoint's (``source``) at --seq-len, or a fine-tuned run's (``settings``: its finetune.json) vocab, casing
+    and length."""
+    if settings is None:
+        chosen, seq_len = choose_tokenizer(args, source), args.seq_len
+    else:
+        chosen = choose_tokenizer(args, vocab_path=os.path.join(args.run, "vocab.txt"),
+                                  recorded_case=settings["lower_case"])
+        seq_len = settings["seq_len"]
+    if args.max_length is not None and seq_len > args.max_length:
+        raise ValueError(f"--seq-len {seq_len} is longer than --max-length {args.max_length}: "
+                         "rows of the raw-text signature must fit the token-id signature")
+    return {"raw_text": True, "tokenizer": chosen.tokenizer, "seq_len": seq_len, "strategy": args.strategy,
+            "head_len": args.head_len, "chunk_overlap": args.chunk_overlap, "pool": args.pool,
+            "max_chunks": args.max_chunks}, chosen
 
 
 def _refuse_raw_text_for(folder):
@@ -94,34 +107,19 @@ def _refuse_raw_text_for(folder):
 
 
 def _fine_tuned_model(args):
-    """``(model, label names, threshold)`` `bert4long finetune` saved in --run (threshold: a multi-label run's, else
-    None); for --raw-text, its WordPiece vocab, casing and length."""
+    """``(model, settings)``: the model `bert4long finetune` saved in --run and its finetune.json; refused for
+    --raw-text unless the model reads [batch, length] with a WordPiece vocab."""
     from bert4long.cli.tasks import load_run_model, read_run_settings
 
     settings = read_run_settings(args.run, "or --checkpoint for an encoder")
     model = load_run_model(args.run, settings)
     if args.raw_text:
-        vocab = os.path.join(args.run, "vocab.txt")
-        _refuse_raw_text_for(None if os.path.isfile(vocab) else args.run)
+        _refuse_raw_text_for(None if os.path.isfile(os.path.join(args.run, "vocab.txt")) else args.run)
         if len(model.inputs[0].shape) != 2:
             raise ValueError(f"--raw-text serves models that read [batch, length], and {args.run!r} pools "
                              f"--chunks {settings['chunks']} windows inside the model: export without --raw-text, or "
                              "fine-tune with --pooling cls and export it with --raw-text --strategy chunks")
-        args.vocab, args.seq_len = vocab, settings["seq_len"]
-        if args.lower_case is None:
-            args.lower_case = settings["lower_case"]
-    return model, settings["labels"], settings.get("threshold") if settings["task"] == "multilabel" else None
-
-
-def _encoder_to_export(args):
-    from bert4long.models import build_transformer_model
-
-    check_checkpoint(args)
-    if args.raw_text:
-        _refuse_raw_text_for(tokenizer_folder(args))
-    check_model_options(args, max_position_of(args), check_length=False)  # the export reads any length
-    return build_transformer_model(source_of(args), with_mlm=args.with_mlm, with_pool=args.with_pool,
-                                   **model_kwargs(args))
+    return model, settings
 
 
 def add_info_arguments(parser):
@@ -132,18 +130,9 @@ def add_info_arguments(parser):
                         help="rows per training batch the memory estimate is for (default 1)")
 
 
-def run_info(args):
-    from bert4long.checkpoints.layout import open_checkpoint
-    from bert4long.checkpoints.safetensors_io import SafetensorsReader
-    from bert4long.checkpoints.source import resolve_source
-
-    with open_checkpoint(args.checkpoint) as reader:   # the same reader, and choice of format, as model loading
-        if isinstance(reader, SafetensorsReader):   # its own config.json (the source reads it)
-            config_path, given = os.path.join(args.checkpoint, "config.json"), None
-        else:
-            config_path = args.config or os.path.join(os.path.dirname(reader.prefix), "bert_config.json")
-            given = config_path if os.path.isfile(config_path) else None
-        source = resolve_source(args.checkpoint, given, reader=reader)   # the config read once, the reader kept
+def run_info(args, resolved):
+    source = resolved.source   # its reader opened as model loading opens it, and its config read once
+    with source.reader as reader:
         config = source.config if source.huggingface else source.file_config
         print("config:")
         for key, value in sorted(config.items()):
@@ -198,16 +187,14 @@ def _lengths_line(n, config):
             f"(hierarchical_position=True); {longer}")
 
 
-def _tokenizer_line(args, source=None):
-    """Which tokenizer the commands would use for this checkpoint, or why there is none (``source``: the
-    checkpoint's `bert4long.checkpoints.source.Source`, resolved already)."""
+def _tokenizer_line(args, source):
+    """Which tokenizer the commands would use for this checkpoint (``source``: its
+    `bert4long.checkpoints.source.Source`), or why there is none."""
     from argparse import Namespace
 
     probe = Namespace(checkpoint=args.checkpoint, config=args.config, vocab=None, lower_case=None)
-    if source is not None:   # what `source_of` would resolve, read once already
-        probe.resolved_source = ((args.checkpoint, args.config, None), source)
     try:
-        return describe_tokenizer(tokenizer_for(probe), probe)
+        return choose_tokenizer(probe, source).describe()
     except (FileNotFoundError, ValueError) as error:
         return f"tokenizer: none usable ({error})"
 
@@ -297,7 +284,7 @@ def add_extend_arguments(parser):
     add_overwrite_argument(parser)
 
 
-def run_extend(args):
+def run_extend(args, resolved):
     from bert4long.checkpoints.extension import extend_checkpoint
     from bert4long.checkpoints.huggingface import convert_huggingface_folder, is_huggingface_folder
 
@@ -320,7 +307,7 @@ def add_convert_arguments(parser):
     add_overwrite_argument(parser)
 
 
-def run_convert(args):
+def run_convert(args, resolved):
     from bert4long.checkpoints.huggingface import convert_huggingface_folder
 
     config, prefix = convert_huggingface_folder(args.checkpoint, args.out, overwrite=args.overwrite)

@@ -13,7 +13,7 @@ import json
 import os
 import time
 
-from bert4long.cli.inputs import max_position_of, tokenizer_for
+from bert4long.cli.inputs import choose_tokenizer
 from bert4long.position_alpha import DEFAULT_ALPHA
 
 DEMO_SETTINGS = {"batch_size": 8, "steps": 300, "learning_rate": 3e-4, "eval_sequences": 96,
@@ -24,32 +24,43 @@ GUIDE = ("  split         the text cut into independent {n}-token windows: what 
          "  hierarchical  one {m}-token window, hierarchical position decomposition (Su 2020), alpha {alpha}")
 
 
-def apply_demo(args):
-    """Fill in the demo's settings the user did not give; point it at the built-in model unless --checkpoint."""
+def runs_demo(args, given):
+    """Whether the command is the main job: ``pretrain`` with --demo, or with no option but --out and --overwrite
+    (``given``: the options written on the command line)."""
+    return args.command == "pretrain" and (args.demo or set(given) <= {"out", "overwrite"})
+
+
+def demo_settings(args, given):
+    """The main job's values of the options ``given`` leaves out: `DEMO_SETTINGS`, the extensions built as asked, and
+    the built-in model (`bert4long.pretrained`) unless --checkpoint."""
     from bert4long import pretrained
 
-    if ("corpus" in args.given) != ("checkpoint" in args.given):
+    settings = {key: value for key, value in DEMO_SETTINGS.items() if key not in given}
+    settings["override_position_extension"] = True   # it compares extensions, whatever the checkpoint records
+    if "checkpoint" not in given:
+        settings.update(checkpoint=pretrained.checkpoint(), config=os.path.join(pretrained.path(), "bert_config.json"))
+    elif args.config is None and not os.path.isdir(args.checkpoint):
+        settings["config"] = os.path.join(os.path.dirname(args.checkpoint), "bert_config.json")
+    return settings
+
+
+def check_demo_arguments(given):
+    """Refuse the main job on a checkpoint without a corpus, or a corpus without a checkpoint."""
+    if ("corpus" in given) != ("checkpoint" in given):
         raise ValueError("--demo on your own model needs both --checkpoint and --corpus (or neither, for the "
                          "built-in model and Wikipedia articles)")
-    for key, value in DEMO_SETTINGS.items():
-        if key not in args.given:
-            setattr(args, key, value)
-    args.override_position_extension = True   # it compares extensions, whatever the checkpoint records
-    if "checkpoint" not in args.given:
-        args.checkpoint, args.config = pretrained.checkpoint(), os.path.join(pretrained.path(), "bert_config.json")
-    elif args.config is None and not os.path.isdir(args.checkpoint):
-        args.config = os.path.join(os.path.dirname(args.checkpoint), "bert_config.json")
-    trained = max_position_of(args)
-    if "seq_len" not in args.given and trained:
-        args.seq_len = 4 * trained
-    return args
+
+
+def demo_length(args, given, trained):
+    """The tokens the main job reads at once: --seq-len if given, else 4x the ``trained`` positions."""
+    return args.seq_len if "seq_len" in given or not trained else 4 * trained
 
 
 def _documents(args, tokenizer):
     """``(train, held_out, names, where)``: content ids of the training and held-out documents."""
-    if "corpus" not in args.given:
+    if args.corpus is None:
         from bert4long import pretrained
-        from bert4long.training.corpus import HELD_OUT_ARTICLES
+        from bert4long.pretrained import HELD_OUT_ARTICLES
 
         ids = tokenizer.encode_documents(pretrained.wikipedia_articles())
         held = [i for i in range(len(ids)) if i in HELD_OUT_ARTICLES]
@@ -89,16 +100,17 @@ def long_windows(documents, names, length, cls_id, sep_id, limit):
     return np.asarray(windows, "int32").reshape(-1, length), groups
 
 
-def _method_kwargs(method, args):
-    """The model of ``method``, with the attention options given (--attention, --attention-config, --recompute)."""
+def _method_kwargs(method, args, options, length):
+    """The model of ``method`` at ``length`` tokens, with the attention options given (--attention, --attention-config,
+    --recompute; ``options``: the resolved `ModelOptions`)."""
     from bert4long.cli.options import model_kwargs
 
-    kwargs = {k: v for k, v in model_kwargs(args).items()
+    kwargs = {k: v for k, v in model_kwargs(args, options).items()
               if k in ("attention", "attention_config", "recompute", "override_position_extension")}
     if method == "hierarchical":
         kwargs["hierarchical_position"] = args.hierarchical_position
     elif method == "copy":
-        kwargs.update(position_extension="copy", position_extension_length=args.seq_len)
+        kwargs.update(position_extension="copy", position_extension_length=length)
     else:   # split: the trained positions only, whatever the checkpoint records
         kwargs["position_extension"] = "none"
     return kwargs
@@ -134,24 +146,25 @@ def _train(model, data, args):
     return f"train loss {history.history['loss'][-1]:.2f}, {time.perf_counter() - begin:.0f} s"
 
 
-def _compare(args, data):
-    """The comparison's table: zero-shot, then after ``args.steps`` steps at the long length; its counts."""
+def _compare(args, resolved, data):
+    """The comparison's table: zero-shot, then after ``args.steps`` steps at the long length; its counts (the models
+    built from ``resolved``'s checkpoint and model options)."""
     import keras
 
     from bert4long.training import build_mlm_model
 
-    n, m = data["trained"], args.seq_len
+    n, m = data["trained"], data["length"]
     print(f"\nMLM accuracy on masked held-out tokens, ± standard error over the {len(set(data['groups']))} "
           f"{data['unit']}\n  {'':<52} {f'positions < {n}':>16} {f'positions >= {n}':>17}")
     counts, builders = {}, {}
     for method in ("split", "copy", "hierarchical"):
-        model, _, _ = build_mlm_model(args.config, args.checkpoint, **_method_kwargs(method, args))
+        model, _, _ = build_mlm_model(resolved.source, **_method_kwargs(method, args, resolved.model, m))
         counts["zero-shot", method] = _measure(model, data, split=n if method == "split" else None)
         _row(f"zero-shot {method}", counts["zero-shot", method], data)
     print(f"  continued MLM at {m} tokens, {args.steps} steps of {args.batch_size} (same batches for both):")
     for method in ("hierarchical", "copy"):
         keras.utils.set_random_seed(args.seed)
-        model, builders[method], _ = build_mlm_model(args.config, args.checkpoint, **_method_kwargs(method, args))
+        model, builders[method], _ = build_mlm_model(resolved.source, **_method_kwargs(method, args, resolved.model, m))
         trained = _train(model, data, args)
         counts["trained", method] = _measure(model, data)
         _row(f"trained   {method}", counts["trained", method], data, f"({trained})")
@@ -177,7 +190,7 @@ def _explain(counts, args, data):
                                             "training has less to repair)" if gain > 2 * error else "")]
     for label, other in (("its own split", ("trained", "split")), ("the original split", ("zero-shot", "split"))):
         gain, error = _difference(counts["trained", "hierarchical"], counts[other], "ge", groups)
-        lines.append(f"reading {args.seq_len} tokens at once vs {label}, positions >= {n}: "
+        lines.append(f"reading {data['length']} tokens at once vs {label}, positions >= {n}: "
                      f"{100 * gain:+.1f} ± {100 * error:.1f} points" + (
                          f": below, because {args.steps} steps have not yet taught the model to read positions "
                          f"{n}+ as well as its trained ones (whether more --steps close the gap: docs/results.md "
@@ -209,8 +222,9 @@ def _folder_size(folder):
     return sum(os.path.getsize(os.path.join(root, f)) for root, _, files in os.walk(folder) for f in files)
 
 
-def run_demo(args):
-    """Print the comparison (see the module docstring) and save the model trained with hierarchical positions."""
+def run_demo(args, resolved):
+    """Print the comparison (see the module docstring) and save the model trained with hierarchical positions
+    (``resolved``: the command's `bert4long.cli.resolved.Resolved`)."""
     import keras
 
     from bert4long.cli.run_folder import copy_tokenizer, start_writing
@@ -220,35 +234,37 @@ def run_demo(args):
     from bert4long.training.position_eval import REGIONS
 
     keras.utils.set_random_seed(args.seed)
-    tokenizer = tokenizer_for(args)
-    trained = max_position_of(args)
+    tokenizer = choose_tokenizer(args, resolved.source).tokenizer
+    trained = resolved.source.trained_positions
+    m = demo_length(args, resolved.given, trained)
     train, held, names, where = _documents(args, tokenizer)
-    windows, groups = long_windows(held, names, args.seq_len, tokenizer.cls_id, tokenizer.sep_id, args.eval_sequences)
+    windows, groups = long_windows(held, names, m, tokenizer.cls_id, tokenizer.sep_id, args.eval_sequences)
     if not len(windows):
-        raise ValueError(f"no held-out document reaches {args.seq_len} tokens: pass a smaller --seq-len or a "
+        raise ValueError(f"no held-out document reaches {m} tokens: pass a smaller --seq-len or a "
                          "corpus with longer documents")
     unit = "documents"
     if len(set(groups)) < 2:   # one held-out document: its windows are the draws
         groups, unit = list(range(len(windows))), "windows"
     out = os.path.abspath(args.out)
     print(f"bert4long makes a BERT trained on {trained}-token inputs read longer documents. This run reads "
-          f"{len(windows)} windows of {args.seq_len} tokens ({args.seq_len / trained:g}x) from {where}, with the "
-          f"model {args.checkpoint}, three ways:\n" + GUIDE.format(n=trained, m=args.seq_len, n1=trained - 1,
+          f"{len(windows)} windows of {m} tokens ({m / trained:g}x) from {where}, with the "
+          f"model {args.checkpoint}, three ways:\n" + GUIDE.format(n=trained, m=m, n1=trained - 1,
                                                                   alpha=args.hierarchical_position)
-          + f"\nthen trains at {args.seq_len} tokens for {args.steps} steps and reads again. Writing to {out}",
+          + f"\nthen trains at {m} tokens for {args.steps} steps and reads again. Writing to {out}",
           flush=True)
-    data = {"trained": trained, "windows": windows, "groups": groups, "unit": unit, "masker": masker_for(tokenizer, args.seq_len),
-            "train": pack_documents(train, args.seq_len, cls_id=tokenizer.cls_id, sep_id=tokenizer.sep_id,
+    data = {"trained": trained, "length": m, "windows": windows, "groups": groups, "unit": unit,
+            "masker": masker_for(tokenizer, m),
+            "train": pack_documents(train, m, cls_id=tokenizer.cls_id, sep_id=tokenizer.sep_id,
                                     pad_id=tokenizer.pad_id or 0)}
-    counts, builder = _compare(args, data)
+    counts, builder = _compare(args, resolved, data)
     _explain(counts, args, data)
-    start_writing(args)   # (--overwrite replaces an earlier run only now, after everything was read and measured)
+    start_writing(resolved.output)   # (--overwrite replaces an earlier run only now, after all was read and measured)
     os.makedirs(out, exist_ok=True)
     builder.save_weights_as_checkpoint(os.path.join(out, "bert_model.ckpt"))
     builder.write_config(os.path.join(out, "bert_config.json"))
     copy_tokenizer(args, out)
     results = {"held_out": where, "documents": sorted(set(map(str, groups))), "windows": len(windows),
-               "trained_length": trained, "seq_len": args.seq_len, "steps": args.steps,
+               "trained_length": trained, "seq_len": m, "steps": args.steps,
                "counts": {f"{stage} {method}": {k: c[k].tolist() for k in c} for (stage, method), c in counts.items()},
                "regions": REGIONS}
     write_text_atomically(os.path.join(out, RESULTS), json.dumps(results))

@@ -1,6 +1,7 @@
 """Finding what a command reads: the checkpoint, the config and vocabulary beside it, the casing, the
 tokenizer. Every error names the path it looked at and the option that fixes it."""
 import os
+from dataclasses import dataclass
 
 
 def _folder_of(path):
@@ -19,13 +20,15 @@ def check_checkpoint(args):
                             f".../bert_model.ckpt with its .index file){hint}")
 
 
-def default_config(args):
-    """--config defaults to bert_config.json beside a Google checkpoint (HF folders carry config.json)."""
+def config_beside(args):
+    """The bert_config.json beside a Google --checkpoint, --config's default (None: given, none there, or ``info``,
+    which reads its checkpoint's own; a Hugging Face folder carries config.json)."""
     checkpoint = getattr(args, "checkpoint", None)
     if getattr(args, "config", "given") is None and checkpoint and args.command != "info":
         candidate = os.path.join(_folder_of(checkpoint), "bert_config.json")
         if os.path.isfile(candidate):
-            args.config = candidate
+            return candidate
+    return None
 
 
 def check_model_name(model):
@@ -35,32 +38,6 @@ def check_model_name(model):
     names = sorted(name for f in google_layout_families() for name in f.names)
     if model is not None and model.lower() not in names:
         raise ValueError(f"--model {model!r} is unknown: choose one of {names}")
-
-
-def source_of(args):
-    """The `bert4long.checkpoints.source.Source` of --checkpoint/--config/--model (None with neither): resolved on the first
-    call (the config read and the checkpoint opened once) and kept on ``args`` for every later one."""
-    from bert4long.checkpoints.source import resolve_source
-
-    checkpoint, config, model = (getattr(args, k, None) for k in ("checkpoint", "config", "model"))
-    key = (checkpoint, config, model)
-    cached = getattr(args, "resolved_source", None)
-    if cached is not None and cached[0] == key:
-        return cached[1]
-    if checkpoint is None and config is None:
-        return None
-    check_model_name(model)
-    if config is not None and not os.path.isfile(config):
-        raise FileNotFoundError(f"--config {config!r}: no such file; pass the model's bert_config.json")
-    source = resolve_source(checkpoint, config, (model or "bert").lower())
-    args.resolved_source = (key, source)
-    return source
-
-
-def max_position_of(args):
-    """The trained number of positions of the checkpoint's config, or None if there is no config to read."""
-    source = source_of(args)
-    return source.trained_positions if source is not None else None
 
 
 # The files of a non-WordPiece tokenizer a run copies beside its model (and a sentencepiece *.model).
@@ -120,25 +97,56 @@ def tokenizer_files(args):
     return [os.path.join(folder, n) for n in names if n in COPIED_TOKENIZER_FILES or n.endswith(".model")]
 
 
-def lower_case_for(args, vocab_path):
-    """--uncased/--cased, else `bert4long.tokenizers.casing.lower_case_of` on the vocab.txt's folder (the rule
-    `load_tokenizer` follows: its tokenizer_config.json's ``do_lower_case``, else whether the vocab is cased)."""
+def lower_case_for(args, vocab_path, recorded=None):
+    """--uncased/--cased, else ``recorded`` (the casing a fine-tuned run records; None: none), else
+    `bert4long.tokenizers.casing.lower_case_of` on the vocab.txt's folder (the rule `load_tokenizer` follows: its
+    tokenizer_config.json's ``do_lower_case``, else whether the vocab is cased)."""
     from bert4long.tokenizers import load_vocab
     from bert4long.tokenizers.casing import lower_case_of
 
-    if getattr(args, "lower_case", None) is not None:
-        return args.lower_case
+    for chosen in (getattr(args, "lower_case", None), recorded):
+        if chosen is not None:
+            return chosen
     return lower_case_of(os.path.dirname(vocab_path) or ".", load_vocab(vocab_path))
 
 
-def tokenizer_for(args, vocab_path=None):
-    """The tokenizer of the checkpoint, refused up front if its size is not the checkpoint's vocabulary (a
-    tokenizer.json's table may be padded: `bert4long.checkpoints.layout.check_vocab_size`).
+@dataclass(frozen=True)
+class ChosenTokenizer:
+    """The tokenizer a command reads with (`choose_tokenizer`): ``lower_case``, the casing of a WordPiece vocab (None:
+    the tokenizer decides its own), and ``where`` it was read from (a vocab.txt, or a folder)."""
 
-    A folder whose tokenizer is not WordPiece (`tokenizer_folder`) gets `bert4long.tokenizers.load_tokenizer`'s
-    (the casing is the tokenizer's own: ``args.lower_case`` becomes None, and --cased/--uncased are refused);
-    otherwise the WordPiece tokenizer of the vocab.txt, cased as `lower_case_for` decides (``args.lower_case``
-    is set to the casing chosen)."""
+    tokenizer: object
+    lower_case: bool | None
+    where: str
+
+    def describe(self):
+        r"""One line naming the tokenizer and where it came from.
+
+        >>> import os, tempfile
+        >>> from bert4long.tokenizers import Tokenizer
+        >>> path = os.path.join(tempfile.mkdtemp(), "vocab.txt")
+        >>> _ = open(path, "w").write("[PAD]\n[UNK]\n[CLS]\n[SEP]\n[MASK]\n")
+        >>> ChosenTokenizer(Tokenizer(path), True, path).describe()
+        'tokenizer: WordPiece, uncased, 5 entries (.../vocab.txt); [CLS] 2, [SEP] 3, pad 0, mask 4'
+        """
+        from bert4long.tokenizers import Tokenizer
+
+        tokenizer = self.tokenizer
+        kind = (f"WordPiece, {'un' if self.lower_case else ''}cased" if isinstance(tokenizer, Tokenizer)
+                else type(tokenizer).__name__)
+        names = [(tokenizer.id_to_token(i) if i is not None else None) for i in (tokenizer.cls_id, tokenizer.sep_id)]
+        return (f"tokenizer: {kind}, {tokenizer.vocab_size} entries ({self.where}); {names[0]} {tokenizer.cls_id}, "
+                f"{names[1]} {tokenizer.sep_id}, pad {tokenizer.pad_id}, mask {tokenizer.mask_id}")
+
+
+def choose_tokenizer(args, source=None, vocab_path=None, recorded_case=None):
+    """The `ChosenTokenizer` of the checkpoint (``source``: its `bert4long.checkpoints.source.Source`; None: no
+    checkpoint), refused up front if its size is not the checkpoint's vocabulary (a tokenizer.json's table may be
+    padded: `bert4long.checkpoints.layout.check_vocab_size`).
+
+    A folder whose tokenizer is not WordPiece (`tokenizer_folder`) gets `bert4long.tokenizers.load_tokenizer`'s (the
+    casing is the tokenizer's own, and --cased/--uncased are refused); otherwise the WordPiece tokenizer of
+    ``vocab_path`` (default `find_vocab`), cased as `lower_case_for` decides (``recorded_case``: a run's casing)."""
     from bert4long.checkpoints.layout import check_vocab_size
     from bert4long.tokenizers import HuggingFaceTokenizer, Tokenizer, load_tokenizer
 
@@ -148,18 +156,19 @@ def tokenizer_for(args, vocab_path=None):
             raise ValueError(f"--{'un' if args.lower_case else ''}cased applies to WordPiece vocabularies; the "
                              f"tokenizer of {folder!r} decides its own casing: leave the option out")
         tokenizer = load_tokenizer(folder)   # the file it read names it (vocab.json + merges.txt: the folder)
-        source = repr(tokenizer.path) if tokenizer.path else f"the tokenizer of {folder!r}"
+        chosen = ChosenTokenizer(tokenizer, None, folder)
+        named = repr(tokenizer.path) if tokenizer.path else f"the tokenizer of {folder!r}"
     else:
         vocab_path = vocab_path or find_vocab(args)
-        args.lower_case = lower_case_for(args, vocab_path)
-        tokenizer, source = Tokenizer(vocab_path, do_lower_case=args.lower_case), repr(vocab_path)
-    resolved = source_of(args)
-    if resolved is not None:
-        check_vocab_size(tokenizer.vocab_size, args.config, args.checkpoint, vocab_path=source,
-                         allow_padded=isinstance(tokenizer, HuggingFaceTokenizer),
-                         model_size=resolved.model_vocab_size())
-        check_pad_id(tokenizer, resolved, source)
-    return tokenizer
+        lower_case = lower_case_for(args, vocab_path, recorded_case)
+        chosen = ChosenTokenizer(Tokenizer(vocab_path, do_lower_case=lower_case), lower_case, vocab_path)
+        named = repr(vocab_path)
+    if source is not None:
+        check_vocab_size(chosen.tokenizer.vocab_size, args.config, args.checkpoint, vocab_path=named,
+                         allow_padded=isinstance(chosen.tokenizer, HuggingFaceTokenizer),
+                         model_size=source.model_vocab_size())
+        check_pad_id(chosen.tokenizer, source, named)
+    return chosen
 
 
 def check_pad_id(tokenizer, resolved, source):
@@ -171,30 +180,6 @@ def check_pad_id(tokenizer, resolved, source):
             raise ValueError(f"{source} pads with id {tokenizer.pad_id} but the model's config.json in "
                              f"{resolved.checkpoint!r} says pad_token_id={model_pad}: padding would be read as text. "
                              "Use the tokenizer that came with this checkpoint (or fix pad_token_id).")
-
-
-def describe_tokenizer(tokenizer, args):
-    r"""One line naming the tokenizer a command uses and where it came from.
-
-    >>> import os, tempfile
-    >>> from argparse import Namespace
-    >>> from bert4long.tokenizers import Tokenizer
-    >>> path = os.path.join(tempfile.mkdtemp(), "vocab.txt")
-    >>> _ = open(path, "w").write("[PAD]\n[UNK]\n[CLS]\n[SEP]\n[MASK]\n")
-    >>> describe_tokenizer(Tokenizer(path), Namespace(vocab=path, lower_case=True))
-    'tokenizer: WordPiece, uncased, 5 entries (.../vocab.txt); [CLS] 2, [SEP] 3, pad 0, mask 4'
-    """
-    from bert4long.tokenizers import Tokenizer
-
-    if isinstance(tokenizer, Tokenizer):
-        kind = f"WordPiece, {'un' if args.lower_case else ''}cased"
-        where = find_vocab(args)
-    else:
-        kind = type(tokenizer).__name__
-        where = tokenizer_folder(args) or getattr(args, "run", None)
-    names = [(tokenizer.id_to_token(i) if i is not None else None) for i in (tokenizer.cls_id, tokenizer.sep_id)]
-    return (f"tokenizer: {kind}, {tokenizer.vocab_size} entries ({where}); {names[0]} {tokenizer.cls_id}, "
-            f"{names[1]} {tokenizer.sep_id}, pad {tokenizer.pad_id}, mask {tokenizer.mask_id}")
 
 
 def check_utf8(path, option, fix="save it as UTF-8"):

@@ -9,18 +9,11 @@ import json
 import os
 import sys
 
-from bert4long.cli.inputs import (
-    check_checkpoint,
-    describe_tokenizer,
-    max_position_of,
-    source_of,
-    tokenizer_for,
-)
+from bert4long.cli.inputs import check_checkpoint, choose_tokenizer
 from bert4long.cli.options import (
     add_model_arguments,
     add_reading_arguments,
     add_training_arguments,
-    check_model_options,
     fraction,
     model_kwargs,
     non_negative_int,
@@ -80,21 +73,16 @@ def _cache_corpus(corpus):
         save_corpus_cache(corpus, corpus.cache_path)
 
 
-def check_pretrain_arguments(args):
-    """Everything that can be checked before the corpus is read or the model built (once: a second call answers
-    what the first decided)."""
-    if getattr(args, "pretrain_checked", None) is not None:
-        return args.pretrain_checked
-    demo = args.demo or set(args.given) <= {"out", "overwrite"}   # `bert4long pretrain [--out DIR]`: the main job
-    if demo:
-        from bert4long.cli.demo import apply_demo
+def check_pretrain_arguments(args, given):
+    """Refuse what can be refused before anything is read (``given``: the options written on the command line)."""
+    from bert4long.cli.demo import check_demo_arguments, runs_demo
 
-        apply_demo(args)
+    if runs_demo(args, given):
+        check_demo_arguments(given)
     elif args.corpus is None or args.checkpoint is None:
         missing = " and ".join(f"--{k}" for k in ("checkpoint", "corpus") if getattr(args, k) is None)
         raise ValueError(f"pretrain needs {missing}; for the built-in demo pass --demo (or no arguments at all)")
     check_checkpoint(args)
-    _check_family_pretrains(args)
     if args.warmup_steps is not None and args.warmup_steps > args.steps:
         raise ValueError(f"--warmup-steps {args.warmup_steps} is more than --steps {args.steps}: use at most "
                          f"{args.steps}")
@@ -102,15 +90,12 @@ def check_pretrain_arguments(args):
         from bert4long.data.corpus import list_files
 
         list_files(args.corpus)  # a missing or empty --corpus is named before anything else is checked
-    check_model_options(args, max_position_of(args))
-    args.pretrain_checked = demo
-    return demo
 
 
-def _check_family_pretrains(args):
-    """Refuse, before the corpus is read, a family whose checkpoint ``pretrain`` cannot continue or write back."""
-    source = source_of(args)
-    declared = source.built_family() if source is not None else None
+def check_family_pretrains(source):
+    """Refuse, before the corpus is read, a family whose checkpoint (``source``: its
+    `bert4long.checkpoints.source.Source`) ``pretrain`` cannot continue or write back."""
+    declared = source.built_family()
     if declared is None:
         return
     if not declared.masked_lm:
@@ -124,14 +109,15 @@ def _check_family_pretrains(args):
                          f"{declared.name} (bert4long finetune).")
 
 
-def _run_config(args, builder, train_seqs):
-    """The settings a resumed run must share with the run it continues (`fit_resumable`'s ``config``)."""
+def _run_config(args, options, builder, train_seqs):
+    """The settings a resumed run must share with the run it continues (`fit_resumable`'s ``config``; ``options``: the
+    resolved `ModelOptions`)."""
     return {"config": builder.__class__.__name__, "vocab_size": builder.vocab_size,
             "hidden_size": builder.hidden_size, "num_hidden_layers": builder.num_hidden_layers,
             "max_position": builder.max_position, "seq_len": args.seq_len, "batch_size": args.batch_size,
-            "hierarchical_position": args.hierarchical_position, "position_extension": args.position_extension,
+            "hierarchical_position": options.hierarchical_position, "position_extension": options.position_extension,
             "rope_scaling": args.rope_scaling,
-            "attention": args.attention, "attention_config": args.attention_options, "seed": args.seed,
+            "attention": args.attention, "attention_config": options.attention_config, "seed": args.seed,
             **run_settings(args, "corpus", train_seqs)}   # --steps may change: raise it to continue a run
 
 
@@ -172,7 +158,8 @@ def _summary_rows(summary, lengths, before, after, files):
     return rows
 
 
-def run_pretrain(args):
+def run_pretrain(args, resolved):
+    """``bert4long pretrain`` (the main job when ``resolved.demo``), on options `check_pretrain_arguments` checked."""
     import keras
 
     from bert4long.distribute import get_strategy, is_chief
@@ -187,13 +174,14 @@ def run_pretrain(args):
         takes_segment_ids,
     )
 
-    if check_pretrain_arguments(args):
+    if resolved.demo:
         from bert4long.cli.demo import run_demo
 
-        return run_demo(args)
+        return run_demo(args, resolved)
     keras.utils.set_random_seed(args.seed)
-    tokenizer = tokenizer_for(args)
-    print(describe_tokenizer(tokenizer, args), flush=True)
+    chosen = choose_tokenizer(args, resolved.source)
+    tokenizer = chosen.tokenizer
+    print(chosen.describe(), flush=True)
     corpus = _corpus(args, tokenizer)
     train_ids, eval_ids = hold_out(corpus.token_ids, args.holdout)
     train_seqs = pack_for(tokenizer, train_ids, args.seq_len)
@@ -203,13 +191,14 @@ def run_pretrain(args):
     masker = masker_for(tokenizer, args.seq_len)
     strategy = get_strategy(args.distribute)
     with strategy.scope():
-        model, builder, has_head = build_mlm_model(source_of(args), precision=args.precision, **model_kwargs(args))
+        model, builder, has_head = build_mlm_model(resolved.source, precision=args.precision,
+                                                   **model_kwargs(args, resolved.model))
         optimizer = make_optimizer(args.learning_rate, args.steps, args.warmup_steps, args.weight_decay,
                                    args.clipnorm, args.accumulate)
         compile_mlm(model, optimizer, jit_compile=not args.no_xla)
     trained = builder.max_position
     segments = takes_segment_ids(model)
-    start_writing(args)
+    start_writing(resolved.output)
     if is_chief(strategy):
         _cache_corpus(corpus)
 
@@ -218,7 +207,7 @@ def run_pretrain(args):
         return evaluate_mlm(model, seqs, masker_for(tokenizer, length), batch_size=1)["mlm_accuracy"]
 
     lengths = sorted({min(trained, args.seq_len), args.seq_len}) if eval_ids else []
-    config = _run_config(args, builder, train_seqs)
+    config = _run_config(args, resolved.model, builder, train_seqs)
     resuming = os.path.isdir(os.path.join(args.out, "checkpoints"))
     before = {}
     if not has_head and not resuming:
@@ -277,17 +266,21 @@ def add_evaluate_arguments(parser):
     parser.add_argument("--seed", type=non_negative_int, default=12345, help="masking seed")
 
 
-def run_evaluate(args):
+def check_evaluate_arguments(args, given):
+    """Refuse a --checkpoint that is not one, before anything is read."""
+    check_checkpoint(args)
+
+
+def run_evaluate(args, resolved):
     from bert4long.data.corpus import load_corpus
     from bert4long.training import build_mlm_model, evaluate_mlm, masker_for
 
-    check_checkpoint(args)
-    check_model_options(args, max_position_of(args))
-    tokenizer = tokenizer_for(args)
-    print(describe_tokenizer(tokenizer, args), file=sys.stderr)
+    chosen = choose_tokenizer(args, resolved.source)
+    tokenizer = chosen.tokenizer
+    print(chosen.describe(), file=sys.stderr)
     corpus = load_corpus(args.corpus, tokenizer, errors=args.errors)
     seqs = pack_for(tokenizer, corpus.token_ids, args.seq_len)[: args.max_sequences]
-    model, _, has_head = build_mlm_model(source_of(args), **model_kwargs(args))
+    model, _, has_head = build_mlm_model(resolved.source, **model_kwargs(args, resolved.model))
     if not has_head:
         print("warning: this checkpoint has no MLM head; the head is untrained (accuracy near 0)")
     result = evaluate_mlm(model, seqs, masker_for(tokenizer, args.seq_len), args.batch_size, seed=args.seed)

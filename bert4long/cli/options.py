@@ -2,12 +2,13 @@
 they select.
 
 Every number is checked when it is parsed (an argparse ``type``), so a bad value stops the command before
-anything is read or built; `check_model_options` checks what needs the model's config or the attention
+anything is read or built; `resolve_model_options` checks what needs the model's config or the attention
 kernel's constructor, still before any weight is loaded.
 """
 import argparse
 import ast
 import math
+from dataclasses import dataclass, field
 
 from bert4long.families import google_layout_families
 from bert4long.kernel_names import BUILT_IN_KERNELS, DEFAULT_KERNEL
@@ -203,32 +204,39 @@ def _check_kernel_against_length(attention, config, seq_len):
         raise ValueError(f"--attention-config {error}") from None
 
 
-def check_model_options(args, max_position=None, check_length=True):
-    """Check the model options against each other, the kernel and (with ``check_length``: commands that
-    read --seq-len tokens at a time) the checkpoint's ``max_position``; sets ``args.attention_options``
-    (the parsed --attention-config) and the position options the checkpoint records
-    (`restore_recorded_positions`)."""
-    from bert4long.cli.inputs import check_model_name
+@dataclass(frozen=True)
+class ModelOptions:
+    """The model options as the checkpoint reads them (`resolve_model_options`): the position options given, or those
+    its config records, and the parsed --attention-config."""
 
-    check_model_name(args.model)
-    _check_rope_scaling(args)
-    restore_recorded_positions(args)
-    if args.hierarchical_position is not None and args.position_extension not in (None, "hierarchical"):
-        raise ValueError(f"--hierarchical-position conflicts with --position-extension {args.position_extension}: "
-                         "give one of them")
-    if args.max_position is not None and args.position_extension in (None, "hierarchical") \
-            and args.hierarchical_position is None:
+    hierarchical_position: float | None = None
+    position_extension: str | None = None
+    max_position: int | None = None
+    attention_config: dict = field(default_factory=dict)
+
+
+def resolve_model_options(args, source, seq_len=None):
+    """The `ModelOptions` of ``args`` for the checkpoint ``source`` (its `bert4long.checkpoints.source.Source`),
+    checked against each other, the kernel and, with ``seq_len`` (the tokens a command reads at a time; None: any
+    length), the positions the checkpoint's model will place."""
+    _check_rope_scaling(args, source)
+    hierarchical, extension, max_position = _position_options(args, source)
+    if hierarchical is not None and extension not in (None, "hierarchical"):
+        raise ValueError(f"--hierarchical-position conflicts with --position-extension {extension}: give one of them")
+    if max_position is not None and extension in (None, "hierarchical") and hierarchical is None:
         raise ValueError("--max-position sets the length of --position-extension copy/interpolate: add "
                          "--position-extension copy (or interpolate), or leave --max-position out")
-    args.attention_options = parse_attention_config(args.attention_config, args.attention)
-    seq_len = getattr(args, "seq_len", None) if check_length else None
+    options = ModelOptions(hierarchical, extension, max_position,
+                           parse_attention_config(args.attention_config, args.attention))
     if seq_len:
-        _check_kernel_against_length(args.attention, args.attention_options, seq_len)
-    if max_position and seq_len and seq_len > max_position:
-        _check_placeable(args, seq_len, max_position)
+        _check_kernel_against_length(args.attention, options.attention_config, seq_len)
+    trained = source.trained_positions
+    if trained and seq_len and seq_len > trained:
+        _check_placeable(args, options, source, seq_len, trained)
+    return options
 
 
-def _check_placeable(args, seq_len, max_position):
+def _check_placeable(args, options, source, seq_len, max_position):
     """Refuse a --seq-len beyond the positions the model will place, naming the option that reaches it."""
     from bert4long.layers.position_extension import PositionExtension
 
@@ -240,14 +248,14 @@ def _check_placeable(args, seq_len, max_position):
         factor = math.ceil(seq_len / scaling.get("original_max_position_embeddings", max_position))
         fix = (f"use --seq-len {capacity} or less, or a factor of {factor} or more (--rope-scaling "
                f"{scaling['rope_type']}:{factor})")
-    elif (recorded := _recorded_rope_capacity(args, max_position)) != max_position:
+    elif (recorded := _recorded_rope_capacity(source, max_position)) != max_position:
         if recorded is None or seq_len <= recorded:   # dynamic: any length
             return
         capacity = recorded
         fix = (f"use --seq-len {recorded} or less, or stretch further than the config records (--rope-scaling "
                f"yarn:{math.ceil(seq_len / max_position)} replaces its scaling)")
     else:
-        kwargs = model_kwargs(args)  # the extension the model will be built with
+        kwargs = model_kwargs(args, options)  # the extension the model will be built with
         extension = PositionExtension.from_options(
             kwargs.get("hierarchical_position"), kwargs.get("position_extension"), kwargs.get("position_extension_length"))
         method, capacity = extension.method, extension.capacity(max_position)
@@ -256,7 +264,7 @@ def _check_placeable(args, seq_len, max_position):
         fix = ("add --hierarchical-position (up to n^2 = "
                f"{max_position * max_position}) or --position-extension copy/interpolate" if method is None
                else "use a shorter --seq-len" + (" or a larger --max-position" if method != "hierarchical" else ""))
-        family = _family_of(args)
+        family = _family_of(source)
         if family is not None and not family.position_extension:
             fix = (f"use --seq-len {max_position} or less ({family.name} places no positions beyond its trained "
                    "ones; finetune --pooling chunks reads longer documents in windows)")
@@ -267,27 +275,23 @@ def _check_placeable(args, seq_len, max_position):
                      f"(trained: {max_position}): {fix}")
 
 
-def _recorded_rope_capacity(args, max_position):
+def _recorded_rope_capacity(source, max_position):
     """The positions a --checkpoint folder's model places with the rotary scaling its config records
     (``max_position`` when it records none, None for any length)."""
-    from bert4long.cli.inputs import source_of
-
-    family = _family_of(args)
+    family = _family_of(source)
     if family is None or not family.rope_scaling:
         return max_position
-    return family.placed_positions(source_of(args).file_config)
+    return family.placed_positions(source.file_config)
 
 
-def _check_rope_scaling(args):
+def _check_rope_scaling(args, source):
     """Refuse --rope-scaling together with a position table's options, or for a family whose rotary positions
     bert4long does not stretch (asked of its `bert4long.families.Family`)."""
-    from bert4long.cli.inputs import source_of
-    from bert4long.families import FAMILIES, family
+    from bert4long.families import FAMILIES
 
     if args.rope_scaling is None:
         return
-    source = source_of(args)
-    declared = source.family if source is not None else family(args.model or "bert")
+    declared = source.family
     if declared is not None and not declared.rope_scaling:
         if declared.position_extension:
             raise ValueError(f"--rope-scaling stretches rotary positions, and {declared.name}'s positions are a "
@@ -304,57 +308,58 @@ def _check_rope_scaling(args):
                          "give one of them")
 
 
-def restore_recorded_positions(args):
-    """Set the position options to the extension the checkpoint's config records (`bert4long.checkpoints.position_record`)
-    when none was given, saying so on stderr; refuse a different one unless --override-position-extension."""
+def _position_options(args, source):
+    """``(hierarchical_position, position_extension, max_position)``: those given, or, when none was given, the
+    extension the checkpoint's config records (`bert4long.checkpoints.position_record`), saying so on stderr; a
+    different one is refused unless --override-position-extension."""
     import sys
 
-    from bert4long.checkpoints.position_record import POSITION_OPTIONS, describe, recorded_extension, restore_position_options
-    from bert4long.cli.inputs import source_of
+    from bert4long.checkpoints.position_record import (
+        POSITION_OPTIONS,
+        describe,
+        recorded_extension,
+        restore_position_options,
+    )
 
-    source = source_of(args)
-    path, config = (source.config_path, source.file_config) if source is not None else (None, {})
+    given = (args.hierarchical_position, args.position_extension, args.max_position)
+    path, config = source.config_path, source.file_config
     recorded = recorded_extension(config)
-    given = dict(zip(POSITION_OPTIONS, (args.hierarchical_position, args.position_extension, args.max_position)))
-    asked = any(value is not None for value in given.values())
+    asked = any(value is not None for value in given)
     if recorded is None or (asked and args.override_position_extension):
-        return
-    options = restore_position_options(config, given, f"--config {path!r}")
-    method = options["position_extension"]
-    args.hierarchical_position = options["hierarchical_position"]
-    args.position_extension = None if method == "hierarchical" else method
-    args.max_position = None if method == "hierarchical" else options["position_extension_length"]
+        return given
+    options = restore_position_options(config, dict(zip(POSITION_OPTIONS, given)), f"--config {path!r}")
     if not asked:
         print(f"positions: {describe(recorded)}, as recorded in {path}", file=sys.stderr)
+    method = options["position_extension"]
+    if method == "hierarchical":
+        return options["hierarchical_position"], None, None
+    return options["hierarchical_position"], method, options["position_extension_length"]
 
 
-def _family_of(args):
+def _family_of(source):
     """The `bert4long.families.Family` of a Hugging Face --checkpoint folder (None without one, or with --config)."""
-    from bert4long.cli.inputs import source_of
-
-    source = source_of(args)
-    return source.family if source is not None and source.from_folder else None
+    return source.family if source.from_folder else None
 
 
-def model_kwargs(args):
-    """The `build_transformer_model` keyword arguments the model options select."""
+def model_kwargs(args, options):
+    """The `build_transformer_model` keyword arguments the model options select (``options``: their resolved
+    `ModelOptions`)."""
     kwargs = {"sequence_length": None}
     if getattr(args, "model", None):
         kwargs["model"] = args.model.lower()
-    if getattr(args, "hierarchical_position", None) is not None:
-        kwargs["hierarchical_position"] = args.hierarchical_position
-    extension = getattr(args, "position_extension", None)
-    if extension is not None:
-        kwargs["position_extension"] = extension
-        if extension != "hierarchical":
-            kwargs["position_extension_length"] = args.max_position or args.seq_len
-    if getattr(args, "attention", DEFAULT_KERNEL) != DEFAULT_KERNEL or getattr(args, "attention_options", None):
+    if options.hierarchical_position is not None:
+        kwargs["hierarchical_position"] = options.hierarchical_position
+    if options.position_extension is not None:
+        kwargs["position_extension"] = options.position_extension
+        if options.position_extension != "hierarchical":
+            kwargs["position_extension_length"] = options.max_position or args.seq_len
+    if args.attention != DEFAULT_KERNEL or options.attention_config:
         kwargs["attention"] = args.attention
-        kwargs["attention_config"] = dict(args.attention_options)
+        kwargs["attention_config"] = dict(options.attention_config)
     if getattr(args, "recompute", False):
         kwargs["recompute"] = True
-    if getattr(args, "rope_scaling", None) is not None:
+    if args.rope_scaling is not None:
         kwargs["rope_scaling"] = args.rope_scaling
-    if getattr(args, "override_position_extension", False):
+    if args.override_position_extension:
         kwargs["override_position_extension"] = True
     return kwargs

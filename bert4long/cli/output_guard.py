@@ -3,7 +3,6 @@ import contextlib
 import json
 import os
 
-from bert4long.cli.mlm import check_pretrain_arguments
 from bert4long.outputs import OutputFolder, check_output_file
 from bert4long.training.lock import RunLock
 
@@ -33,9 +32,11 @@ def _writes(args):
     return task.get("type") in ("chief", None) or (task.get("type") == "worker" and task.get("index", 0) == 0)
 
 
-@contextlib.contextmanager
-def guarded_output(args):
-    """Check ``args.out`` for ``args.command`` before it runs; a training run also holds the folder's lock."""
+def checked_output(args, demo=False):
+    """Check ``args.command``'s outputs before any work (``demo``: `pretrain` runs the main job, which takes no other
+    run's folder): the files it writes (--output, --metrics), or its --out folder; return the `OutputFolder` a
+    training run writes (`holding` holds it while the run goes on; None for other commands, which write through
+    `OutputFolder` themselves, and on a worker that writes nothing)."""
     if args.command in FILE_OUTPUTS:
         options, reads = FILE_OUTPUTS[args.command]
         written = [(option, getattr(args, option, None)) for option in options if getattr(args, option, None)]
@@ -46,22 +47,26 @@ def guarded_output(args):
         if same:
             raise ValueError(f"--{same[0]} {getattr(args, same[0])!r} is also --{written[0][0]}: name two files")
     if args.command not in INPUT_OPTIONS or not _writes(args):
-        yield
-        return
-    if args.command == "pretrain":
-        args.demo = check_pretrain_arguments(args)   # the demo sets its own checkpoint and --out
+        return None
     inputs = [getattr(args, name, None) for name in INPUT_OPTIONS[args.command]]
     training = args.command in TRAINING_COMMANDS
-    kind = f"{args.command} --demo" if getattr(args, "demo", False) else args.command   # neither takes the other's
+    kind = f"{args.command} --demo" if demo else args.command   # neither takes the other's folder
     output = OutputFolder(args.out, kind, inputs, overwrite=args.overwrite, resume=training)
     output.probe()
-    if not training:   # the command writes through `OutputFolder` itself
+    return output if training else None
+
+
+@contextlib.contextmanager
+def holding(output):
+    """Hold a training run's ``output`` (its `OutputFolder`; None: nothing to hold) while the block runs: the folder's
+    lock, and the folder removed again when the run fails before writing anything. The run calls `start_writing`
+    once its inputs are read and its model built."""
+    if output is None:
         yield
         return
-    args.output_folder = output   # the command calls `start_writing` once its inputs are read and the model built
     with RunLock(output.path), output.writing():
         try:
             yield
         except BaseException:
-            output.remove_if_unused()   # a run that failed before writing anything leaves no folder behind
+            output.remove_if_unused()
             raise

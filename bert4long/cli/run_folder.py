@@ -31,10 +31,10 @@ def run_settings(args, data_option, *data):
             "vocab_fingerprint": digest.hexdigest()[:16]}
 
 
-def start_writing(args):
-    """Open --out for the training command's writes, once every input has been read and the model built: only now
-    does ``--overwrite`` remove what bert4long wrote there before, and the temporaries a killed run recorded go."""
-    output = getattr(args, "output_folder", None)
+def start_writing(output):
+    """Open ``output`` (the training command's --out, an `OutputFolder`) for its writes, once every input has been read
+    and the model built: only now does ``--overwrite`` remove what bert4long wrote there before, and the temporaries
+    a killed run recorded go."""
     if output is not None:   # (None on a worker that writes nothing)
         output.open_run()
         output.remove_stale_temporaries()

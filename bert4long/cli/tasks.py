@@ -13,19 +13,16 @@ import os
 import sys
 
 from bert4long.cli.inputs import (
+    ChosenTokenizer,
     check_checkpoint,
     check_utf8,
-    describe_tokenizer,
-    max_position_of,
+    choose_tokenizer,
     read_labels,
-    source_of,
-    tokenizer_for,
 )
 from bert4long.cli.options import (
     add_model_arguments,
     add_reading_arguments,
     add_training_arguments,
-    check_model_options,
     model_kwargs,
     non_negative_int,
     positive_int,
@@ -233,8 +230,8 @@ def class_weights(option, labels, label_ids):
     return [float(given.get(label, 1.0)) for label in labels]
 
 
-def check_finetune_arguments(args):
-    """finetune's checks that need more than argparse, run by `bert4long.cli.main` before TensorFlow starts."""
+def check_finetune_arguments(args, given):
+    """finetune's checks that need more than argparse, run by `bert4long.cli.main` before anything is read."""
     check_checkpoint(args)
     if args.task == "tokens" and args.pooling != "cls":
         raise ValueError("--pooling chunks is for --task classify; a token labeller reads every window of a "
@@ -249,11 +246,9 @@ def check_finetune_arguments(args):
         raise ValueError(f"--steps {args.steps} and --epochs {args.epochs} both say how long to train: give one")
     if args.steps is not None and args.warmup_steps is not None and args.warmup_steps > args.steps:
         raise ValueError(f"--warmup-steps {args.warmup_steps} is more than --steps {args.steps}")
-    metric = args.select_metric or SELECT_METRICS[args.task][0]
-    if metric not in SELECT_METRICS[args.task]:
-        raise ValueError(f"--select-metric {metric} is not a score of --task {args.task}: use one of "
+    if select_metric(args) not in SELECT_METRICS[args.task]:
+        raise ValueError(f"--select-metric {args.select_metric} is not a score of --task {args.task}: use one of "
                          f"{', '.join(SELECT_METRICS[args.task])}")
-    args.select_metric = metric
     if args.early_stopping and not args.valid:
         raise ValueError("--early-stopping needs --valid (the scores it watches)")
     if args.eval_every and not args.valid:
@@ -271,7 +266,11 @@ def check_finetune_arguments(args):
     if args.class_weight not in (None, "balanced") and not os.path.isfile(args.class_weight):
         raise FileNotFoundError(f"--class-weight {args.class_weight!r}: no such file; pass balanced, or a JSON file "
                                 '{"label": weight, ...}')
-    check_model_options(args, max_position_of(args))
+
+
+def select_metric(args):
+    """The score that chooses the kept weights: --select-metric, else the first of the task's (`SELECT_METRICS`)."""
+    return args.select_metric or SELECT_METRICS[args.task][0]
 
 
 def check_threshold_options(args):
@@ -336,10 +335,11 @@ def predicted_ids(model, rows, shapes, batch_size, answer=None):
     return out
 
 
-def _training_reader(model, arrays, pad_id, args):
+def _training_reader(model, arrays, pad_id, args, steps, source):
     """``(batches, buckets, estimate)``: ``batches(start)`` gives the training batches from step ``start`` on, by
     length (`bert4long.data.length_batches`, lengths that suit the model's kernels); ``estimate`` the callback that
-    prints the time of an epoch. Prints what an epoch processes, padding included."""
+    prints the time of an epoch of the run's ``steps``. Prints what an epoch processes, padding included, and the
+    memory a step needs (`print_memory_estimate`; ``source``: the checkpoint's `Source`)."""
     import numpy as np
     import tensorflow as tf
 
@@ -362,9 +362,9 @@ def _training_reader(model, arrays, pad_id, args):
     print(f"batches by length, padded to {', '.join(map(str, buckets))} tokens: an epoch processes "
           f"{padded:,} tokens, {1 - real / padded:.0%} of them padding (padded to --seq-len: {full:,}, "
           f"{1 - real / full:.0%})", flush=True)
-    print_memory_estimate(args, model, shapes)
+    print_memory_estimate(args, source, model, shapes)
     estimate = EpochTimeEstimate(lambda epoch: epoch_shapes(shapes, args.batch_size, args.seed, epoch),
-                                 args.batch_size, args.steps,
+                                 args.batch_size, steps,
                                  report=lambda line: print(("" if args.quiet else "\n") + line, flush=True))
 
     def batches(start):
@@ -376,17 +376,16 @@ def _training_reader(model, arrays, pad_id, args):
     return batches, buckets, estimate
 
 
-def print_memory_estimate(args, model, shapes):
+def print_memory_estimate(args, source, model, shapes):
     """Before the first step: the estimated peak memory of a training step on the longest batch the run will see
     (``args.batch_size`` rows of the longest padded ``shapes``: batches by length make that batch the peak;
     `training_step_bytes`), and a warning naming the --batch-size that fits when it is more than the memory
-    available. Nothing for a config without the sizes the estimate reads."""
+    available. Nothing for a config (``source``'s) without the sizes the estimate reads."""
     import numpy as np
 
     from bert4long.attention.base import AttentionKernel
     from bert4long.cli.checkpoint_tools import available_memory_bytes, training_step_bytes
 
-    source = source_of(args)
     config = source.config if source.huggingface else source.file_config
     kernels = [layer for layer in _sublayers(model) if isinstance(layer, AttentionKernel)]
     if not kernels or not all(k in config for k in ("hidden_size", "num_hidden_layers", "num_attention_heads")):
@@ -422,8 +421,9 @@ def _sublayers(layer):
     return found
 
 
-def run_finetune(args):
-    """``bert4long finetune``, on arguments `check_finetune_arguments` has checked."""
+def run_finetune(args, resolved):
+    """``bert4long finetune``, on options `check_finetune_arguments` checked (``resolved``: their
+    `bert4long.cli.resolved.Resolved`)."""
     import keras
 
     from bert4long.distribute import get_strategy
@@ -437,8 +437,9 @@ def run_finetune(args):
     from bert4long.training.metrics import EpochScores
 
     keras.utils.set_random_seed(args.seed)
-    tokenizer = tokenizer_for(args)
-    print(describe_tokenizer(tokenizer, args), flush=True)
+    chosen = choose_tokenizer(args, resolved.source)
+    tokenizer = chosen.tokenizer
+    print(chosen.describe(), flush=True)
     read = {"classify": _classification_data, "tokens": _tagging_data, "multilabel": _multilabel_data}[args.task]
     x, y, weights, labels, _ = read(args, tokenizer, "train")
     valid, test = (read(args, tokenizer, option, labels) if getattr(args, option) else None   # checked before training
@@ -446,35 +447,33 @@ def run_finetune(args):
     weight_of = class_weights(args.class_weight, labels, y)
     earlier = _earlier_scores(args.out)
     steps_per_epoch = max(1, len(x) // args.batch_size)
-    if args.steps is None:
-        args.steps = (args.epochs or DEFAULT_EPOCHS) * steps_per_epoch
-        if args.warmup_steps is not None and args.warmup_steps > args.steps:
-            raise ValueError(f"--warmup-steps {args.warmup_steps} is more than the {args.steps} steps of the run")
-    print(f"{len(x)} training examples: {steps_per_epoch} steps an epoch, {args.steps} steps", flush=True)
+    steps = _training_steps(args, steps_per_epoch)
+    print(f"{len(x)} training examples: {steps_per_epoch} steps an epoch, {steps} steps", flush=True)
     strategy = get_strategy(args.distribute)
     global_tokens = "auto" if args.global_cls else None
+    kwargs = model_kwargs(args, resolved.model)
     with strategy.scope():
         if args.task != "tokens":
-            model = build_classifier(source_of(args), None, len(labels), pooling=args.pooling,
-                                     precision=args.precision, global_tokens=global_tokens, **model_kwargs(args))
+            model = build_classifier(resolved.source, None, len(labels), pooling=args.pooling,
+                                     precision=args.precision, global_tokens=global_tokens, **kwargs)
         else:
-            model = build_token_labeller(source_of(args), None, len(labels), precision=args.precision,
-                                         global_tokens=global_tokens, **model_kwargs(args))
-        optimizer = make_optimizer(args.learning_rate, args.steps, args.warmup_steps, args.weight_decay, args.clipnorm,
+            model = build_token_labeller(resolved.source, None, len(labels), precision=args.precision,
+                                         global_tokens=global_tokens, **kwargs)
+        optimizer = make_optimizer(args.learning_rate, steps, args.warmup_steps, args.weight_decay, args.clipnorm,
                                    args.accumulate)
         compile_finetune(model, optimizer, jit_compile=not args.no_xla, class_weight=weight_of,
                          multilabel_loss=(args.multilabel_loss or "bce") if args.task == "multilabel" else None)
     pad = tokenizer.pad_id or 0
     read_batches, buckets, estimate = _training_reader(model, [x, y] + ([weights] if weights is not None else []),
-                                                       pad, args)
+                                                       pad, args, steps, resolved.source)
 
     def batches(start):
         epochs.start(start)
         return read_batches(start)
 
     settings = {"task": args.task, "labels": labels, "seq_len": args.seq_len, "pooling": args.pooling,
-                "chunks": args.chunks, "batch_size": args.batch_size, "lower_case": args.lower_case,
-                "model": model_kwargs(args), "bucket_lengths": buckets, **run_settings(args, "train", x, y),
+                "chunks": args.chunks, "batch_size": args.batch_size, "lower_case": chosen.lower_case,
+                "model": kwargs, "bucket_lengths": buckets, **run_settings(args, "train", x, y),
                 "class_weight": dict(zip(labels, weight_of or [1.0] * len(labels)))}
     if not args.global_cls:  # (recorded only when asked: runs from before the option resume unchanged)
         settings["global_cls"] = False
@@ -483,8 +482,8 @@ def run_finetune(args):
     record = MetricsRecord(model, (valid, test), labels, args, pad, buckets, steps_per_epoch, earlier,
                            threshold_mode(args))
     epochs = EpochScores(steps_per_epoch, record.epoch_done, args.eval_every, record.step_done)
-    start_writing(args)
-    summary = fit_resumable(model, batches, args.steps, args.out, settings, save_every=args.save_every,
+    start_writing(resolved.output)
+    summary = fit_resumable(model, batches, steps, args.out, settings, save_every=args.save_every,
                             verbose=0 if args.quiet else "auto", accept_changes=args.accept_changes,
                             on_save=saved_line, callbacks=[estimate, epochs], keep=max(1, args.keep_checkpoints),
                             epoch_steps=steps_per_epoch)
@@ -492,12 +491,23 @@ def run_finetune(args):
     path = record.model_path
     tokenizer_names = copy_tokenizer(args, args.out)
     write_text_atomically(os.path.join(args.out, SETTINGS_FILE),
-                          json.dumps({**_finetune_record(args, settings, optimizer, steps_per_epoch),
+                          json.dumps({**_finetune_record(args, settings, optimizer, steps_per_epoch, steps),
                                       **record.decision()}, indent=2))
     rows.append(("files", f"{path}, {SETTINGS_FILE}, {', '.join(tokenizer_names)} "
                           f"(bert4long predict --run {args.out})"))
     rows.append(("checkpoints", _finished_checkpoints(args.keep_checkpoints, summary["checkpoints"])))
     print_summary(rows)
+
+
+def _training_steps(args, steps_per_epoch):
+    """The run's steps: --steps, else --epochs (default `DEFAULT_EPOCHS`) of ``steps_per_epoch``, refused when fewer
+    than --warmup-steps."""
+    if args.steps is not None:
+        return args.steps
+    steps = (args.epochs or DEFAULT_EPOCHS) * steps_per_epoch
+    if args.warmup_steps is not None and args.warmup_steps > steps:
+        raise ValueError(f"--warmup-steps {args.warmup_steps} is more than the {steps} steps of the run")
+    return steps
 
 
 def _finished_checkpoints(keep, folder):
@@ -509,18 +519,18 @@ def _finished_checkpoints(keep, folder):
     return "removed (--keep-checkpoints 0): the run cannot be resumed or extended"
 
 
-def _finetune_record(args, settings, optimizer, steps_per_epoch):
+def _finetune_record(args, settings, optimizer, steps_per_epoch, steps):
     """What finetune.json records: the run's ``settings`` (those a resume must share) with the values actually used
-    where an option was left to its default (precision, warmup, epochs, the selection metric), and the rest of the
-    command's choices, so that the folder says how to run it again."""
+    where an option was left to its default (precision, warmup, ``steps`` and epochs, the selection metric), and the
+    rest of the command's choices, so that the folder says how to run it again."""
     from bert4long.training.mlm import default_precision
 
     schedule = optimizer.get_config()["learning_rate"]["config"]["schedule"]   # {step: multiplier}: warmup, decay
-    epochs = args.steps / steps_per_epoch
+    epochs = steps / steps_per_epoch
     return {**settings, "precision": default_precision() if args.precision == "auto" else args.precision,
             "warmup_steps": min(int(step) for step, value in schedule.items() if value == 1.0),
-            "steps": args.steps, "steps_per_epoch": steps_per_epoch, "epochs": int(epochs) if epochs % 1 == 0 else epochs,
-            "seed": args.seed, "select_metric": args.select_metric, "early_stopping": args.early_stopping,
+            "steps": steps, "steps_per_epoch": steps_per_epoch, "epochs": int(epochs) if epochs % 1 == 0 else epochs,
+            "seed": args.seed, "select_metric": select_metric(args), "early_stopping": args.early_stopping,
             "class_weight_option": (os.path.abspath(args.class_weight) if args.class_weight not in (None, "balanced")
                                     else args.class_weight or "none"),
             "valid": os.path.abspath(args.valid) if args.valid else None,
@@ -543,12 +553,13 @@ class MetricsRecord:
         from bert4long.data.length_batches import padded_shapes
 
         self.model, (self.valid, self.test), self.labels, self.args = model, sets, labels, args
+        self.metric = select_metric(args)
         self.threshold, self.steps_per_epoch = threshold, steps_per_epoch
         self.shapes = {name: padded_shapes(data[0], pad_id, buckets) for name, data in zip(("valid", "test"), sets)
                        if data is not None}
         self.path = os.path.join(args.out, METRICS_FILE)
         self.model_path = os.path.join(args.out, MODEL_FILES[args.task])
-        self.record = {"task": args.task, "select_metric": args.select_metric, "selected_epoch": None,
+        self.record = {"task": args.task, "select_metric": self.metric, "selected_epoch": None,
                        "selected_step": None, **earlier, "final": None, "test": None}
         self.log = None
 
@@ -562,7 +573,7 @@ class MetricsRecord:
         x, y, weights, _, owner = data
         if threshold is not None:   # multi-label: the threshold is chosen (or given) with the scores
             probabilities = predicted_ids(self.model, x, shapes, self.args.batch_size, sigmoid)
-            return tuned_multilabel_scores(y, probabilities, self.labels, self.args.select_metric, threshold)
+            return tuned_multilabel_scores(y, probabilities, self.labels, self.metric, threshold)
         return scores_from_ids(predicted_ids(self.model, x, shapes, self.args.batch_size), y, self.labels, weights,
                                owner)
 
@@ -587,10 +598,10 @@ class MetricsRecord:
         best = self.best()
         if best is not None and best is entry:
             save_final_model(self.model, self.model_path)
-            line += f" (best {self.args.select_metric} so far)"
-        elif best is not None and entry.get("valid", {}).get(self.args.select_metric) == \
-                best["valid"][self.args.select_metric]:
-            line += f" (equal to {_entry_name(best)}'s {self.args.select_metric}: no improvement)"
+            line += f" (best {self.metric} so far)"
+        elif best is not None and entry.get("valid", {}).get(self.metric) == \
+                best["valid"][self.metric]:
+            line += f" (equal to {_entry_name(best)}'s {self.metric}: no improvement)"
         return best, line
 
     def epoch_done(self, epoch, train_logs):
@@ -604,7 +615,7 @@ class MetricsRecord:
         best, line = self._enter("epochs", entry, line)
         if best is not None and best is not entry and self.args.early_stopping \
                 and epoch - best["epoch"] >= self.args.early_stopping:
-            line += f"; no better {self.args.select_metric} for {epoch - best['epoch']:g} epochs: early stop"
+            line += f"; no better {self.metric} for {epoch - best['epoch']:g} epochs: early stop"
             self.model.stop_training = True
         print(("" if self.args.quiet else "\n") + line, flush=True)   # (after a progress bar's line)
         self._write()
@@ -623,7 +634,7 @@ class MetricsRecord:
         (a tie is no improvement), or None."""
         scored = sorted((e for e in self.record["epochs"] + self.record["evaluations"] if "valid" in e),
                         key=self.step_of)
-        return max(scored, key=lambda e: e["valid"][self.args.select_metric]) if scored else None
+        return max(scored, key=lambda e: e["valid"][self.metric]) if scored else None
 
     def plot(self, step, scores):
         """``scores``' numbers (`score_scalars`) at training step ``step`` in ``logs/validation``, when TensorBoard is
@@ -669,7 +680,7 @@ class MetricsRecord:
         """The scores of the weights kept, which the model file holds: the best evaluation's (its weights loaded)
         unless the last weights (those of ``step``, maybe not evaluated yet) beat it on --select-metric (an equal
         score does not: the first of equals is kept). Weights already scored are not scored again."""
-        best, metric = self.best(), self.args.select_metric
+        best, metric = self.best(), self.metric
         scored = [e["valid"] for e in self.record["epochs"] + self.record["evaluations"]
                   if self.step_of(e) == step and "valid" in e]
         last = scored[0] if scored else self.scores()
@@ -883,26 +894,42 @@ def load_run_model(run, settings):
     return model
 
 
-def _predict_settings(args):
-    """``(task, settings)`` of `predict`: a --run's (its length, pooling and casing set on ``args``), or
-    ``('embed', None)`` for --checkpoint (--seq-len checked against its positions)."""
+def check_predict_arguments(args, given):
+    """Refuse, before anything is read, an --output or --metrics with no folder to write it in, and a --checkpoint
+    that is not one."""
+    _check_output_folders(args)
+    check_checkpoint(args)
+
+
+def _predict_settings(args, source):
+    """``(task, settings, seq_len)`` of `predict`: a --run's (its finetune.json, and the length it was trained at), or
+    ``('embed', None, seq_len)`` for --checkpoint (``source``): --seq-len, else its trained length or 512, refused
+    beyond its positions."""
     if args.run:
         settings = read_run_settings(args.run, "or --checkpoint for embeddings")
-        args.checkpoint, args.config, args.vocab = None, None, os.path.join(args.run, "vocab.txt")
-        args.seq_len, args.pooling, args.chunks = settings["seq_len"], settings["pooling"], settings["chunks"]
-        if args.lower_case is None:
-            args.lower_case = settings["lower_case"]
-        return settings["task"], settings
-    check_checkpoint(args)
-    trained = max_position_of(args)
-    args.seq_len = args.seq_len or trained or 512
-    if trained and args.seq_len > trained:
-        raise ValueError(f"--seq-len {args.seq_len} is longer than the {trained} positions of --checkpoint: use "
+        return settings["task"], settings, settings["seq_len"]
+    trained = source.trained_positions
+    seq_len = args.seq_len or trained or 512
+    if trained and seq_len > trained:
+        raise ValueError(f"--seq-len {seq_len} is longer than the {trained} positions of --checkpoint: use "
                          f"--seq-len {trained} or less (a longer document is read in several windows)")
-    return "embed", None
+    return "embed", None, seq_len
 
 
-def run_predict(args):
+def _predict_tokenizer(args, source, settings):
+    """The `ChosenTokenizer` of `predict`: the checkpoint's (``source``), or a --run's (``settings``: its
+    finetune.json): its vocab.txt, cased as recorded, or the tokenizer files finetune copied there."""
+    from bert4long.tokenizers import load_tokenizer
+
+    if settings is None:
+        return choose_tokenizer(args, source)
+    vocab = os.path.join(args.run, "vocab.txt")
+    if os.path.isfile(vocab):
+        return choose_tokenizer(args, vocab_path=vocab, recorded_case=settings["lower_case"])
+    return ChosenTokenizer(load_tokenizer(args.run), None, args.run)
+
+
+def run_predict(args, resolved):
     import keras
 
     import bert4long.layers
@@ -910,28 +937,22 @@ def run_predict(args):
     from bert4long.data.length_batches import SORT_WINDOW, buckets_for, sorted_batches
     from bert4long.training.loop import progress_verbosity
 
-    _check_output_folders(args)
-    task, settings = _predict_settings(args)
+    task, settings, seq_len = _predict_settings(args, resolved.source)
     items, gold, sources, records = _read_inputs(args, task, settings)
-    if args.run and not os.path.isfile(args.vocab):  # not WordPiece: the tokenizer files finetune copied there
-        from bert4long.tokenizers import load_tokenizer
-
-        tokenizer, args.vocab = load_tokenizer(args.run), None
-    else:
-        tokenizer = tokenizer_for(args)
-    print(describe_tokenizer(tokenizer, args), file=sys.stderr)
+    chosen = _predict_tokenizer(args, resolved.source, settings)
+    tokenizer = chosen.tokenizer
+    print(chosen.describe(), file=sys.stderr)
     if task == "embed":
         from bert4long.models import build_transformer_model
 
-        model = build_transformer_model(source_of(args), sequence_length=None,
-                                        hierarchical_position=None)
+        model = build_transformer_model(resolved.source, sequence_length=None, hierarchical_position=None)
     else:
         model = load_run_model(args.run, settings)
     progress = None if args.quiet else keras.utils.Progbar(len(items), unit_name="document",
                                                            verbose=progress_verbosity())
     predicted = []
     documents = items if task == "tokens" else tokenizer.encode_documents(items)   # word lists, or content ids
-    buckets = buckets_for(model, args.seq_len)
+    buckets = buckets_for(model, seq_len)
 
     def write(tmp):   # (`atomic_write`'s temporary is a new file, created exclusively: it cannot be an input)
         with open(tmp, "w", encoding="utf-8") as out:
@@ -940,7 +961,8 @@ def run_predict(args):
                 results = [None] * len(window)
                 for index in sorted_batches([len(document) for document in window], args.batch_size):
                     batch = [window[i] for i in index]
-                    for i, result in zip(index, _predict_batch(model, tokenizer, batch, task, args, settings, buckets)):
+                    answers = _predict_batch(model, tokenizer, batch, task, seq_len, settings, buckets)
+                    for i, result in zip(index, answers):
                         results[i] = result
                     if progress is not None:
                         progress.add(len(batch))
@@ -978,18 +1000,19 @@ def _print_scores(gold, predicted, labels, task, path):
         print(f"wrote the scores to {path}", flush=True)
 
 
-def _predict_batch(model, tokenizer, batch, task, args, settings, buckets):
-    """The results of one batch of documents (content ids; word lists for a token labeller), its rows padded to the
-    bucket length of the longest (`bert4long.data.length_batches`)."""
+def _predict_batch(model, tokenizer, batch, task, seq_len, settings, buckets):
+    """The results of one batch of documents (content ids; word lists for a token labeller) read ``seq_len`` tokens at
+    a time, its rows padded to the bucket length of the longest (`bert4long.data.length_batches`)."""
     import numpy as np
 
     from bert4long.data.chunking import chunk_documents
     from bert4long.data.length_batches import cut, padded_shapes
+    from bert4long.data.rows import document_rows
     from bert4long.data.tagging import encode_tagged
 
     pad = tokenizer.pad_id or 0
     if task in ("classify", "multilabel"):
-        x = _documents_as_rows(tokenizer, batch, args)
+        x = document_rows(tokenizer, batch, seq_len, settings["chunks"] if settings["pooling"] == "chunks" else None)
         x = cut(x, padded_shapes(x, pad, buckets))
         logits = model.predict_on_batch(model_inputs(model, x)).astype("float64")
     if task == "multilabel":
@@ -1004,14 +1027,13 @@ def _predict_batch(model, tokenizer, batch, task, args, settings, buckets):
                 for p in probs]
     if task == "tokens":
         tags = settings["labels"]
-        x, _, weights, owner = encode_tagged(tokenizer, batch, [[tags[0]] * len(w) for w in batch], tags,
-                                             args.seq_len)
+        x, _, weights, owner = encode_tagged(tokenizer, batch, [[tags[0]] * len(w) for w in batch], tags, seq_len)
         shapes = padded_shapes(x, pad, buckets)
         x, weights = cut(x, shapes), cut(weights, shapes)
         best = model.predict_on_batch(model_inputs(model, x)).argmax(-1)
         firsts = [best[owner == doc][weights[owner == doc] > 0] for doc in range(len(batch))]
         return [{"predicted_tags": [tags[int(t)] for t in first]} for first in firsts]
-    windows, _, owner = chunk_documents(batch, args.seq_len, cls_id=tokenizer.cls_id, sep_id=tokenizer.sep_id,
+    windows, _, owner = chunk_documents(batch, seq_len, cls_id=tokenizer.cls_id, sep_id=tokenizer.sep_id,
                                         pad_id=pad)
     windows = cut(windows, padded_shapes(windows, pad, buckets))
     states = np.asarray(model.predict_on_batch(model_inputs(model, windows)), "float64")
