@@ -101,8 +101,7 @@ def held_out_windows(tokenizer, length):
     """The 13 held-out articles cut into ``[CLS] + length-2 tokens + [SEP]`` windows, and each window's article."""
     import numpy as np
 
-    from bert4long.pretrained import wikipedia_articles
-    from bert4long.training.corpus import HELD_OUT_ARTICLES
+    from bert4long.pretrained import HELD_OUT_ARTICLES, wikipedia_articles
 
     articles = wikipedia_articles()
     windows, groups = [], []
@@ -166,7 +165,7 @@ with the package. It is a demonstration model: {c['num_hidden_layers']} layers, 
 `python -m benchmarks.make_builtin_model` (fixed seeds; {summary['minutes']:.0f} minutes on 2 shared CPU cores):
 - text: Jane Austen's six novels (public domain; the Debian package r-cran-janeaustenr) and 93 of the
   106 English Wikipedia articles in gensim's test data (CC BY-SA), {summary['train_tokens']:,} tokens; the 13
-  articles `bert4long.training.corpus.HELD_OUT_ARTICLES` were left out of the vocabulary and the training;
+  articles `bert4long.pretrained.HELD_OUT_ARTICLES` were left out of the vocabulary and the training;
 - vocabulary: WordPiece trained on that text (Hugging Face `tokenizers`, lower-cased, accents stripped);
 - training: masked LM (15%, 80/10/10) on {summary['train_sequences']:,} packed sequences of {s['seq_len']} tokens, \
 {s['steps']:,} steps of {s['batch']} ({summary['epochs_of_text']:.1f} passes over the text), AdamW at {s['learning_rate']:g} \
@@ -244,10 +243,9 @@ def main(argv=None):
     import numpy as np
 
     from bert4long.data import pack_documents
-    from bert4long.pretrained import wikipedia_articles
+    from bert4long.pretrained import HELD_OUT_ARTICLES, wikipedia_articles
     from bert4long.tokenizers import load_tokenizer
     from bert4long.training import build_mlm_model, compile_mlm, make_optimizer, masker_for, mlm_batches
-    from bert4long.training.corpus import HELD_OUT_ARTICLES
 
     novels = austen_novels(args.deb_dir)
     wiki = [a for i, a in enumerate(wikipedia_articles()) if i not in HELD_OUT_ARTICLES]

@@ -47,7 +47,7 @@ import time
 from benchmarks.common import ROOT, load_json, machine_stamp, minilm_folder, write_json, write_tiny_config
 
 # The 13 held-out articles: the split --split-seed 0 makes at 1,024 tokens with 24 evaluation windows.
-from bert4long.training.corpus import HELD_OUT_ARTICLES
+from bert4long.pretrained import HELD_OUT_ARTICLES
 from studies.common import minilm_tokenizer
 
 HERE = os.path.dirname(os.path.abspath(__file__))

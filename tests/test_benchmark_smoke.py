@@ -198,33 +198,3 @@ def test_logistic_regression_solves_its_optimality_condition():
     assert abs(np.sum(p - y)) < 1e-6
     assert np.mean(study.predict_logistic(w, x) == y) > 0.85
 
-
-def _records(folder, method, correct, seed):
-    """Zero-shot records of ``method`` under mask ``seed``: 40 windows of 10 predictions, all [MASK], positions 0-9
-    (boundary 5), ``correct`` the per-prediction hits."""
-    path = folder / f"seed-{seed}" / "zero_shot"
-    path.mkdir(parents=True, exist_ok=True)
-    np.savez(path / f"{method}.npz", sequence=np.repeat(np.arange(40), 10), position=np.tile(np.arange(10), 40),
-             is_mask=np.ones(400, bool), correct=np.asarray(correct, bool), boundary=np.array(5))
-
-
-def test_pooled_alpha_verdict_pairs_tokens_across_seeds_and_applies_holm(tmp_path):
-    """α = 0.4 right on 60% of tokens; α = 0.6 right on a subset (clearly behind); α = 0.2 equal to α = 0.4 but on
-    one token per seed (within noise): 'partly confirmed', only α = 0.6's difference decided."""
-    from studies.report import holm, pooled_alpha_verdict
-
-    rng = np.random.default_rng(0)
-    for seed in (1, 2):
-        best = rng.random(400) < 0.6
-        _records(tmp_path, "hierarchical-0.4", best, seed)
-        _records(tmp_path, "hierarchical-0.6", best & (rng.random(400) < 0.5), seed)
-        near = best.copy()
-        near[np.flatnonzero(best)[0]] = False
-        _records(tmp_path, "hierarchical-0.2", near, seed)
-    data = {"records_folder": str(tmp_path / "seed-1"),
-            "zero_shot": {m: {} for m in ("hierarchical-0.2", "hierarchical-0.4", "hierarchical-0.6")}}
-    verdict, text = pooled_alpha_verdict(data, "mask")
-    assert verdict == "partly confirmed", text
-    assert "α = 0.6: +" in text and text.count("(decided)") == 1
-    assert holm([0.001, 0.04, 0.03]) == [True, False, False]   # 0.03 > 0.05 / 2 stops the procedure
-    assert pooled_alpha_verdict({"records_folder": str(tmp_path / "none" / "seed-1"), "zero_shot": {}}, "all") is None

@@ -1,7 +1,7 @@
 """The bert4long command on Hugging Face folders of RoBERTa, Longformer, ModernBERT and BigBird, with their own
 tokenizers.
 
-The folders are the shared tiny ones (`conftest.TINY_FAMILIES`): a tiny random model saved by transformers' own
+The folders are the shared tiny ones (`conftest.tiny_family`): a tiny random model saved by transformers' own
 class and a byte-level BPE tokenizer trained with the `tokenizers` library (vocab.json + merges.txt for RoBERTa /
 Longformer / BigBird (block-sparse attention at 24 tokens, blocks of 2), a tokenizer.json with [CLS]/[SEP]
 templates for ModernBERT). The commands run in-process through `bert4long.cli.main`: finetune on a Longformer
@@ -30,7 +30,7 @@ SEQ_LEN = 24
 
 @pytest.fixture(scope="module")
 def folders(tiny_family):
-    """The shared tiny folders (`conftest.TINY_FAMILIES`)."""
+    """The shared tiny folders (`conftest.tiny_family`)."""
     return {name: tiny_family(name).checkpoint for name in ("roberta", "longformer", "modernbert", "big_bird")}
 
 

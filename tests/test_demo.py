@@ -104,13 +104,13 @@ def test_the_main_job_on_the_built_in_model(tmp_path, capsys):
 
 def test_the_shipped_articles_are_the_ones_the_built_in_model_was_kept_from():
     """The main job's texts ship with the package; where gensim's test data is installed, they are the articles
-    `bert4long.training.corpus.wikipedia_articles` strips from it, in the same order (the held-out indices hold)."""
+    `benchmarks.make_wikipedia_articles` strips from it, in the same order (the held-out indices hold)."""
     from bert4long import pretrained
 
     articles = pretrained.wikipedia_articles()
     assert len(articles) == 106 and "Trojan War" in articles[5]
     if importlib.util.find_spec("gensim") is None:   # its test data only (installed --no-deps: not importable)
         pytest.skip("gensim's test data not installed: the comparison with the source needs it")
-    from bert4long.training.corpus import wikipedia_articles
+    from benchmarks.make_wikipedia_articles import wikipedia_articles
 
     assert articles == wikipedia_articles()

@@ -1,6 +1,10 @@
-"""Where the shipped Wikipedia articles (`bert4long.pretrained.wikipedia_articles`, what to read) come from:
-gensim's test data, markup stripped by `strip_wiki_markup`; and the ones the built-in model never saw. Read your
-own corpus with `bert4long.data.corpus.read_texts`."""
+"""How the shipped Wikipedia articles (`bert4long.pretrained.wikipedia_articles`) were made: the English Wikipedia
+dump gensim ships as test data, every main-namespace page that is not a redirect and keeps more than 200 characters
+after `strip_wiki_markup`. tests/test_demo.py checks the shipped texts are this recipe's output, where gensim's
+test data is installed (``pip install --no-deps gensim``).
+
+    python -m benchmarks.make_wikipedia_articles   # prints the number of articles and whether they match
+"""
 import bz2
 import html
 import importlib.util
@@ -8,10 +12,6 @@ import os
 import re
 
 WIKI_FILE = "test/test_data/enwiki-latest-pages-articles1.xml-p000000010p000030302-shortened.bz2"
-# Indices into `wikipedia_articles()` of 13 held-out articles: neither the built-in model
-# (bert4long/pretrained) nor ../shared/models/minilm-mlm trained on them; the main job and the
-# position study measure on them.
-HELD_OUT_ARTICLES = (5, 10, 13, 20, 27, 36, 37, 39, 65, 87, 88, 99, 103)
 _MARKUP = [
     (re.compile(r"<!--.*?-->", re.S), " "),
     (re.compile(r"<ref[^>]*/>|<ref.*?</ref>", re.S), " "),
@@ -42,7 +42,7 @@ def strip_wiki_markup(text: str) -> str:
 
 
 def wikipedia_articles() -> list[str]:
-    """The 106 English Wikipedia articles of gensim's test data, markup stripped: the source of the shipped file."""
+    """The 106 English Wikipedia articles of gensim's test data, markup stripped: the shipped file's texts."""
     spec = importlib.util.find_spec("gensim")
     if spec is None or not spec.submodule_search_locations:
         raise ModuleNotFoundError("The demo corpus comes from gensim's test data: pip install --no-deps gensim")
@@ -60,3 +60,15 @@ def wikipedia_articles() -> list[str]:
         if len(text) > 200:
             articles.append(text)
     return articles
+
+
+def main():
+    from bert4long.pretrained import wikipedia_articles as shipped
+
+    articles = wikipedia_articles()
+    print(f"{len(articles)} articles from gensim's test data; the shipped file holds the same texts: "
+          f"{articles == shipped()}")
+
+
+if __name__ == "__main__":
+    main()
