@@ -48,7 +48,6 @@ FAIRSEQ_IDS = {"pad_token_id": 1, "bos_token_id": 0, "eos_token_id": 2}  # RoBER
 MODERN_SPECIALS = ["<|endoftext|>", "<|padding|>", "[UNK]", "[CLS]", "[SEP]", "[PAD]", "[MASK]"]
 # The Hugging Face folders' model size, under each family's `TinyCheckpoint.config`.
 HUGGING_FACE_TINY = {"hidden_size": 32, "num_hidden_layers": 2, "num_attention_heads": 4, "intermediate_size": 37}
-# tests/test_model_families.py's NEZHA clipping tests read the shared tiny NEZHA's value.
 
 
 @dataclass(frozen=True)

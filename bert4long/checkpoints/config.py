@@ -1,6 +1,6 @@
-"""One table of BERT config keys: bert4long's name, Google's ``bert_config.json`` name, Hugging Face's.
+"""Config files read, validated and translated between bert4long's, Google's and Hugging Face's key names.
 
-The key table itself is `bert4long.families.CONFIG_KEYS` (and each family's copy, ``Family.config_keys``);
+The key table is `bert4long.families.CONFIG_KEYS` (and each family's copy, ``Family.config_keys``);
 this module reads, validates and translates config files with it.
 """
 import json

@@ -11,7 +11,6 @@ variable}}``; loading and saving both go through that table by name, never by
 list order, in the checkpoint engine `bert4long.checkpoints.layout`. Config keys
 are translated by `bert4long.checkpoints.config`.
 """
-import importlib
 import inspect
 
 import keras
@@ -35,6 +34,7 @@ from bert4long.layers import (
 from bert4long.layers.activations import get_activation
 from bert4long.layers.nodes import Add
 from bert4long.layers.position_extension import PositionExtension
+from bert4long.lazy_names import lazy_getattr
 from bert4long.models.checked import CheckedModel
 from bert4long.models.masked_lm import MaskedLMModel
 from bert4long.ops.dropout import Recompute, SeededDropout, name_seed
@@ -318,17 +318,11 @@ class BERT(BERTCheckpointLayout, Transformer):
         return outputs[1:]
 
 
-# Builder classes under their bert4keras names, imported on first use: every family's, and NEZHA's and RoFormer's base.
-BUILDER_CLASSES = {f.builder.split(":")[1]: f.builder for f in FAMILIES} | {
-    "RelativePositionBERT": "bert4long.models.relative_position:RelativePositionBERT"}
-
-
-def __getattr__(name):
-    """A builder class of `BUILDER_CLASSES` (``bert4long.models.ALBERT``, ...), importing its module."""
-    if name not in BUILDER_CLASSES:
-        raise AttributeError(f"module 'bert4long.models' has no attribute {name!r}")
-    module, attribute = BUILDER_CLASSES[name].split(":")
-    return getattr(importlib.import_module(module), attribute)
+# Builder classes under their bert4keras names, imported on first use (``bert4long.models.ALBERT``, ...): every
+# family's, and NEZHA's and RoFormer's base; {class name: its module}.
+BUILDER_MODULES = {f.builder.split(":")[1]: f.builder.split(":")[0] for f in FAMILIES} | {
+    "RelativePositionBERT": "bert4long.models.relative_position"}
+__getattr__ = lazy_getattr(__name__, BUILDER_MODULES)
 
 
 def build_transformer_model(
