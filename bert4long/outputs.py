@@ -238,6 +238,15 @@ def _files_under(path):
         yield path
 
 
+def folder_bytes(folder):
+    """The bytes of every file at or under ``folder`` (links not followed), as ``du --apparent-size`` counts them.
+
+    >>> folder_bytes("/no/such/folder")
+    0
+    """
+    return sum(os.lstat(path).st_size for path in _files_under(folder))
+
+
 def _ancestors(folder, top):
     while folder != top and folder.startswith(top + os.sep):
         yield folder

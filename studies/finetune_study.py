@@ -33,6 +33,7 @@ import contextlib
 import io
 import json
 import os
+import re
 import shutil
 import subprocess
 import tempfile
@@ -41,6 +42,7 @@ import numpy as np
 
 from benchmarks.common import ROOT, load_json, machine_stamp, print_table, write_json
 from benchmarks.finetune_lengths import MINILM_MLM, peak_rss_gb, speeches, split, timed_finetune
+from bert4long.outputs import folder_bytes
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -68,12 +70,16 @@ def run_once(name, checkpoint, seq_len, flags, seed, data, gold, folder, args):
         raise RuntimeError(f"{name} seed {seed} failed:\n{(result.stdout + result.stderr)[-3000:]}")
     epochs = load_json(os.path.join(folder, "metrics.json"))["epochs"]
     last = epochs[-1]["valid"]
+    estimate = re.search(r"memory: about ([0-9.]+) GiB", result.stdout)
     return {"model": name, "seed": seed, "checkpoint": checkpoint, "seq_len": seq_len, "flags": flags,
             "last_macro_f1": last["macro_f1"], "last_accuracy": last["accuracy"],
             "recall": {k: v["recall"] for k, v in last["per_class"].items()},
             "best_macro_f1": max(e["valid"]["macro_f1"] for e in epochs),
+            "macro_f1_per_epoch": [round(e["valid"]["macro_f1"], 4) for e in epochs],
             "epoch_seconds": [round(e["train"]["seconds"], 1) for e in epochs],
             "peak_rss_gb": peak_rss_gb(result.stderr),
+            "estimated_peak_gib": float(estimate.group(1)) if estimate else None,
+            "folder_mb": round(folder_bytes(folder) / 1e6, 1),
             "predicted": last_epoch_predictions(folder, data[1], gold, last["macro_f1"])}
 
 

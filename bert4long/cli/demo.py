@@ -218,10 +218,6 @@ def _explain(counts, args, data):
     print("\n" + "\n".join(lines), flush=True)
 
 
-def _folder_size(folder):
-    return sum(os.path.getsize(os.path.join(root, f)) for root, _, files in os.walk(folder) for f in files)
-
-
 def run_demo(args, resolved):
     """Print the comparison (see the module docstring) and save the model trained with hierarchical positions
     (``resolved``: the command's `bert4long.cli.resolved.Resolved`)."""
@@ -229,7 +225,7 @@ def run_demo(args, resolved):
 
     from bert4long.cli.run_folder import copy_tokenizer, start_writing
     from bert4long.data.packing import pack_documents
-    from bert4long.outputs import write_text_atomically
+    from bert4long.outputs import folder_bytes, write_text_atomically
     from bert4long.training import masker_for
     from bert4long.training.position_eval import REGIONS
 
@@ -268,7 +264,7 @@ def run_demo(args, resolved):
                "counts": {f"{stage} {method}": {k: c[k].tolist() for k in c} for (stage, method), c in counts.items()},
                "regions": REGIONS}
     write_text_atomically(os.path.join(out, RESULTS), json.dumps(results))
-    print(f"\nSaved {out} ({_folder_size(out) / 2**20:.1f} MB): the model after {args.steps} steps with hierarchical "
+    print(f"\nSaved {out} ({folder_bytes(out) / 2**20:.1f} MB): the model after {args.steps} steps with hierarchical "
           f"positions (bert_model.ckpt.*, bert_config.json, vocab), {RESULTS}.\n"
           "The study on a real BERT (MiniLM, 2-4x, zero-shot and trained): docs/results.md in the bert4long repository.\n"
           "The same comparison on your own checkpoint and corpus (the last 10% of the documents held out):\n"
