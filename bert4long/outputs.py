@@ -23,6 +23,7 @@ import os
 import secrets
 import shutil
 import stat
+import sys
 import tempfile
 
 MARKER = ".bert4long-output.json"
@@ -47,7 +48,9 @@ def is_disk_full(error):
     """True for an ``ENOSPC`` `OSError` or TensorFlow's ``ResourceExhaustedError`` from a file write."""
     if isinstance(error, OSError):
         return error.errno in (errno.ENOSPC, errno.EDQUOT)
-    import tensorflow as tf
+    tf = sys.modules.get("tensorflow")
+    if tf is None:   # no TensorFlow error without TensorFlow: never import it to ask (it may not be installed)
+        return False
 
     return isinstance(error, tf.errors.ResourceExhaustedError) or (
         isinstance(error, tf.errors.OpError) and "No space left on device" in str(error))

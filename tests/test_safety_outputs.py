@@ -13,7 +13,6 @@ import pytest
 import tensorflow as tf
 
 import bert4long
-from bert4long.checkpoints import tf_format
 from bert4long.checkpoints.tf_format import CheckpointReader, write_checkpoint
 from bert4long.cli import main
 from bert4long.outputs import MARKER, OutputFolder, atomic_write
@@ -177,7 +176,7 @@ def test_full_disk_keeps_every_previous_file_and_removes_temporaries(tmp_path, m
     prefix = str(tmp_path / "ckpt" / "bert_model.ckpt")
     write_checkpoint(prefix, {"a": np.ones(3, "float32")})
     old = snapshot(tmp_path / "ckpt")
-    monkeypatch.setattr(tf_format.tf.raw_ops, "SaveV2", _enospc)
+    monkeypatch.setattr(tf.raw_ops, "SaveV2", _enospc)
     with pytest.raises(OSError, match=r"Could not write the checkpoint .*bert_model.ckpt': the disk is full"):
         write_checkpoint(prefix, {"a": np.zeros(3, "float32")})
     assert snapshot(tmp_path / "ckpt") == old

@@ -7,15 +7,17 @@ Face ``model.safetensors``, under the names its family's table gives).
 TF checkpoints are read with `tf.train.load_checkpoint` and written with the
 `SaveV2` op, so what bert4long writes is a standard TF checkpoint
 (``prefix.index`` + ``prefix.data-00000-of-00001``, or several data shards) that Google's code, Hugging
-Face's converters and `tf.train.list_variables` read by its original names.
+Face's converters and `tf.train.list_variables` read by its original names. TensorFlow is imported when such a
+checkpoint is read or written (`tensorflow_for`), never before: the protocol and the Hugging Face folders load
+without it.
 """
 import errno
 import os
 
 import numpy as np
-import tensorflow as tf
 
 from bert4long.outputs import is_disk_full, note_written, temporary
+from bert4long.tensorflow_only import TensorFlowRequired
 
 OPTIMIZER_SLOT_SUFFIXES = ("/adam_m", "/adam_v", "/Adam", "/Adam_1", "/LAMB", "/LAMB_1")
 CHECKPOINT_FILENAMES = ("bert_model.ckpt", "albert_model.ckpt", "model.ckpt")
@@ -64,6 +66,32 @@ def check_finite(value, where):
                          "its training diverged: use an intact copy, or one saved before the loss became NaN.")
 
 
+def tensorflow_for(prefix, writing=False):
+    """TensorFlow, to read (``writing``: write) the checkpoint at ``prefix``; where it does not import, a one-line
+    `bert4long.tensorflow_only.TensorFlowRequired` naming the file and the way around it.
+
+    >>> tensorflow_for("bert_model.ckpt").__name__
+    'tensorflow'
+    """
+    try:
+        import tensorflow as tf
+    except ImportError as error:
+        folder = os.path.dirname(os.path.abspath(prefix))
+        if writing:
+            raise TensorFlowRequired(
+                f"Writing the TensorFlow checkpoint {prefix!r} needs TensorFlow (pip install tensorflow), which does not "
+                f"import here ({error}); a Hugging Face folder is written without it "
+                "(bert4long.checkpoints.hf_folder.write_huggingface_folder).") from None
+        raise TensorFlowRequired(
+            f"{prefix!r} is a Google TensorFlow checkpoint: reading it needs TensorFlow (pip install tensorflow), which "
+            f"does not import here ({error}). Or convert it once, where TensorFlow is installed, to a Hugging Face folder "
+            "that loads without it (BERT, RoBERTa and XLM-RoBERTa layouts; copy vocab.txt into it): python -c \"from "
+            "bert4long.models import build_transformer_model as b; from bert4long.checkpoints.hf_folder import "
+            f"write_huggingface_folder as w; w(b('{os.path.join(folder, 'bert_config.json')}', '{prefix}', "
+            f"return_keras_model=False), '{folder}-hf')\"") from None
+    return tf
+
+
 class MissingCheckpointVariableError(ValueError, KeyError):
     """A variable the model needs is not in the checkpoint; ``name`` is that variable's checkpoint name.
 
@@ -102,7 +130,7 @@ def resolve_checkpoint(path):
         for name in CHECKPOINT_FILENAMES:
             if os.path.isfile(os.path.join(path, name + ".index")):
                 return os.path.join(path, name)
-        latest = tf.train.latest_checkpoint(path)
+        latest = tensorflow_for(path).train.latest_checkpoint(path)
         if latest:
             return latest
         indexes = sorted(f for f in os.listdir(path) if f.endswith(".index"))
@@ -203,6 +231,7 @@ class CheckpointReader(WeightReader):
 
     def __init__(self, path):
         self.prefix = resolve_checkpoint(path)
+        tf = tensorflow_for(self.prefix)
         try:
             self._reader = tf.train.load_checkpoint(self.prefix)
         except Exception as error:  # corrupt or truncated files
@@ -234,7 +263,7 @@ class CheckpointReader(WeightReader):
     def _read(self, name):
         try:
             value = self._reader.get_tensor(name)
-        except (IndexError, tf.errors.OpError) as error:   # "Read less bytes than requested", bad checksum, ...
+        except (IndexError, tensorflow_for(self.prefix).errors.OpError) as error:   # a short read, a bad checksum, ...
             files = " / ".join(map(repr, self.data_files())) or repr(self.prefix + ".data-*")
             raise ValueError(
                 f"Checkpoint data file {files} is damaged or truncated: reading {name!r} failed "
@@ -286,6 +315,7 @@ def write_checkpoint(prefix, variables, max_shard_bytes=None):
     (4,)
     """
     prefix = os.path.abspath(os.fspath(prefix))
+    tf = tensorflow_for(prefix, writing=True)
     directory = os.path.dirname(prefix)
     os.makedirs(directory, exist_ok=True)
     names = sorted(variables)
