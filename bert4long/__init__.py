@@ -11,9 +11,10 @@ alone (its classes' modules ran to build it); in a fresh process, call
 ``bert4long.build_transformer_model``). No ``custom_objects`` are needed either way.
 
 The model, its position extensions and attention kernels run on every Keras 3 backend
-(``KERAS_BACKEND`` tensorflow, jax or torch, with TensorFlow's numbers); reading Google TF
-checkpoints, the ``tf.data`` input pipelines, SavedModel export and the command line use
-TensorFlow.
+(``KERAS_BACKEND`` tensorflow, jax or torch, with TensorFlow's numbers), from Hugging Face
+folders with no TensorFlow installed; reading Google TF checkpoints needs TensorFlow, and the
+``tf.data`` pipelines, SavedModel export, raw-text serving, ``tf.distribute`` and the training
+commands run on it alone (elsewhere they refuse in one line: `bert4long.tensorflow_only`).
 
 >>> from bert4long import build_transformer_model, Tokenizer  # doctest: +SKIP
 """

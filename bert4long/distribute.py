@@ -12,12 +12,18 @@
 ==============  ===============================================================
 
 Build and compile the model inside ``strategy.scope()`` and give ``fit`` the
-*global* batch: Keras splits it across replicas and all-reduces the gradients.
+*global* batch: Keras splits it across replicas and all-reduces the gradients. ``tf.distribute`` is TensorFlow's:
+on another Keras backend importing this module refuses in one line (`bert4long.tensorflow_only.require_tensorflow`).
 """
 import json
 import os
 
-import tensorflow as tf
+from bert4long.tensorflow_only import require_tensorflow
+
+require_tensorflow("bert4long.distribute chooses tf.distribute strategies",
+                   "spread a model over devices with keras.distribution (DataParallel, ModelParallel: Keras's API on JAX)")
+
+import tensorflow as tf  # noqa: E402 -- below the refusal, which speaks where TensorFlow is not installed
 
 STRATEGIES = ("none", "mirrored", "multiworker", "tpu")
 

@@ -12,18 +12,27 @@ bert4long and Keras are not installed. A model with a gathered MLM head is
 served with the head at every position. A request of mismatched shapes, longer
 than ``max_length``, or with an id outside the model's tables fails with
 ``InvalidArgumentError`` naming the problem; nothing is broadcast or clamped.
+
+Exporting runs where Keras runs on TensorFlow; on another backend importing this module refuses in one line
+(`bert4long.tensorflow_only.require_tensorflow`).
 """
 import os
 import re
 from collections.abc import Sequence
 
 import keras
-import tensorflow as tf
 
 from bert4long.models.checked import input_limits
 from bert4long.outputs import OutputFolder
-from bert4long.text_serving import check_raw_text_options, raw_text_serving
+from bert4long.tensorflow_only import require_tensorflow
 from bert4long.tokenizers.wordpiece import Tokenizer
+
+require_tensorflow("bert4long.export writes TensorFlow SavedModels",
+                   "save a .keras file (model.save) and export it where Keras runs TensorFlow")
+
+import tensorflow as tf  # noqa: E402 -- below the refusal, which speaks where TensorFlow is not installed
+
+from bert4long.text_serving import check_raw_text_options, raw_text_serving  # noqa: E402
 
 OUTPUT_NAMES = {
     "mlm-activation": "mlm_output",

@@ -16,6 +16,12 @@ import os
 import keras
 import numpy as np
 
+from bert4long.tensorflow_only import require_tensorflow
+
+# DataGenerator's datasets are tf.data's: what a refusal on another backend says.
+DATASETS = "bert4long.snippets.DataGenerator builds tf.data pipelines (forfit, fortest, to_dataset)"
+INSTEAD = "give model.fit numpy arrays, or a generator of numpy batches of one shape"
+
 __all__ = [
     "to_array",
     "is_string",
@@ -340,6 +346,7 @@ class DataGenerator:
                 yield d
 
     def _endless_dataset(self, random, select):
+        require_tensorflow(DATASETS, INSTEAD)
         import tensorflow as tf  # tf.data: the one way to give Keras a variable-length signature
 
         batches = self._batches(random)
@@ -394,6 +401,7 @@ class DataGenerator:
         >>> next(iter(ds)).shape  # padded to the longest example of the batch
         TensorShape([2, 2])
         """
+        require_tensorflow(DATASETS, INSTEAD)
         import tensorflow as tf  # tf.data has no Keras equivalent
 
         if names is None:

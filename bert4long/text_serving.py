@@ -35,12 +35,20 @@ padding) and ``num_tokens`` (the document's content tokens before any cut).
 ([3, 1], [3.67, 2.0])
 >>> serve(tf.constant("a b"))["token_ids"].numpy().tolist()  # one document: a batch of one
 [[2, 4, 5, 3]]
-"""
-import tensorflow as tf
 
+Serving raw text runs where Keras runs on TensorFlow; on another backend importing this module refuses in one line
+(`bert4long.tensorflow_only.require_tensorflow`).
+"""
 from bert4long.data.pooling import MODES, pool_chunks_ops
 from bert4long.data.truncation import RAW_TEXT_STRATEGIES
-from bert4long.tokenizers.graph_wordpiece import GraphWordPiece
+from bert4long.tensorflow_only import require_tensorflow
+
+require_tensorflow("bert4long.text_serving tokenizes raw text inside TensorFlow graphs",
+                   "tokenize with bert4long.tokenizers.load_tokenizer and call model.predict on the ids")
+
+import tensorflow as tf  # noqa: E402 -- below the refusal, which speaks where TensorFlow is not installed
+
+from bert4long.tokenizers.graph_wordpiece import GraphWordPiece  # noqa: E402
 
 
 def check_raw_text_options(seq_len, strategy, head_len, overlap, pool, max_chunks):

@@ -1,4 +1,4 @@
-"""The command line's quiet start of TensorFlow (no CUDA probing, oneDNN notices, absl's preamble).
+"""The command line's quiet start of Keras and TensorFlow (no CUDA probing, oneDNN notices, absl's preamble).
 
 Quieting TensorFlow is the ``bert4long`` command's business: `bert4long.cli.main` calls this
 module, the library never does (importing bert4long leaves TensorFlow's logs and the
@@ -64,18 +64,23 @@ def quiet_startup():
     absl_logging.set_verbosity(absl_logging.ERROR)
 
 
-def import_tensorflow_quietly():
-    """Import TensorFlow (and create its devices) with the start-up logs silenced (see `quiet_startup`).
+def start_keras_quietly():
+    """Import Keras with the start-up logs silenced (see `quiet_startup`); where Keras runs on TensorFlow, TensorFlow's
+    devices are created in the same block. Another backend starts no TensorFlow: a command that needs it says so
+    (`bert4long.tensorflow_only.require_tensorflow`), and a TF checkpoint imports it when it is read.
 
     Example:
-    >>> from bert4long.tf_startup import import_tensorflow_quietly
-    >>> import_tensorflow_quietly()
+    >>> from bert4long.tf_startup import start_keras_quietly
+    >>> start_keras_quietly()
     >>> import sys; "tensorflow" in sys.modules
     True
     """
     with quiet_startup(), warnings.catch_warnings():
         warnings.simplefilter("ignore")   # the import's deprecation notices (this block only)
-        import tensorflow as tf
+        import keras
 
-        tf.config.list_physical_devices()
-        tf.constant(0)  # creates the devices: their probing logs land in the sink too
+        if keras.backend.backend() == "tensorflow":
+            import tensorflow as tf
+
+            tf.config.list_physical_devices()
+            tf.constant(0)  # creates the devices: their probing logs land in the sink too

@@ -5,7 +5,8 @@ Each subcommand is one ``add_<name>_arguments(parser)`` block plus one
 need more than argparse's checks names its check in `CHECKS`, run before anything is read.
 `main` parses the options, fills the documented defaults of those left out
 (`bert4long.cli.resolved.fill_defaults`, the one step that writes onto them), checks them before
-TensorFlow starts, then resolves what the command reads once (`bert4long.cli.resolved.resolve`:
+TensorFlow starts, refuses a command of `TENSORFLOW_COMMANDS` on another Keras backend, then
+resolves what the command reads once (`bert4long.cli.resolved.resolve`:
 the checkpoint's `Source`, the model options, the output folder); the command gets the options,
 read only, and that `Resolved`. Run ``bert4long COMMAND --help`` for its options.
 
@@ -47,7 +48,8 @@ from bert4long.cli.tasks import (
     run_finetune,
     run_predict,
 )
-from bert4long.tf_startup import import_tensorflow_quietly, quiet, show_tensorflow_logs
+from bert4long.tensorflow_only import TensorFlowRequired, require_tensorflow
+from bert4long.tf_startup import quiet, show_tensorflow_logs, start_keras_quietly
 from bert4long.training.interrupt import TrainingInterrupted, sigterm_stops
 
 COMMANDS = {
@@ -64,6 +66,20 @@ COMMANDS = {
 # before anything is read or TensorFlow starts (what needs the checkpoint's config is checked by `resolve`).
 CHECKS = {"pretrain": check_pretrain_arguments, "finetune": check_finetune_arguments,
           "evaluate": check_evaluate_arguments, "export": check_export_arguments, "predict": check_predict_arguments}
+# The commands that run on TensorFlow alone: why, and what to use where Keras runs another backend (the command is
+# refused before it reads anything). info, extend and convert run on any backend; a Google checkpoint they read or
+# write needs TensorFlow installed.
+PYTHON_API = "use the Python API (bert4long.build_transformer_model + model.fit)"
+TENSORFLOW_COMMANDS = {
+    "pretrain": ("trains through tf.data and resumable tf.train checkpoints", PYTHON_API),
+    "finetune": ("trains through tf.data and resumable tf.train checkpoints", PYTHON_API),
+    "evaluate": ("masks its corpus in a tf.data pipeline",
+                 "use the Python API (build_transformer_model(..., with_mlm=True) + model.predict)"),
+    "predict": ("batches with TensorFlow's helpers (bert4long.data.length_batches, bert4long.training.loop)",
+                "use the Python API (keras.models.load_model + model.predict)"),
+    "export": ("writes a TensorFlow SavedModel", "save a .keras file (model.save) and export it where Keras runs "
+               "TensorFlow"),
+}
 
 
 def build_parser():
@@ -118,7 +134,10 @@ def main(argv=None):
             fill_defaults(args, given)
             if args.command in CHECKS:
                 CHECKS[args.command](args, given)
-            import_tensorflow_quietly()
+            start_keras_quietly()
+            if args.command in TENSORFLOW_COMMANDS:
+                reason, instead = TENSORFLOW_COMMANDS[args.command]
+                require_tensorflow(f"{args.command} {reason}", instead)
             resolved = resolve(args, given)   # after the quiet start, so that its notes reach stderr
             register_keras_classes()   # run folders hold .keras files
             with holding(resolved.output):
@@ -130,7 +149,7 @@ def main(argv=None):
         print(f"bert4long {args.command}: interrupted (Ctrl-C); nothing was saved since the last checkpoint",
               file=sys.stderr)
         return 130
-    except (FileNotFoundError, ValueError, OSError, FloatingPointError) as error:
+    except (FileNotFoundError, ValueError, OSError, FloatingPointError, TensorFlowRequired) as error:
         print(f"bert4long {args.command}: error: {error}", file=sys.stderr)
         return 1
     return 0

@@ -3,7 +3,7 @@ and ``tf.data`` pipelines from folders of text to batches. See docs/data.md."""
 from bert4long.lazy_names import lazy_getattr
 
 # Each public name and the module that defines it (imported on first use: masking and the pipelines start
-# TensorFlow, the readers, chunking and truncation do not).
+# TensorFlow, and the pipelines refuse on another Keras backend; the readers, chunking and truncation do not).
 _MODULES = {
     "Corpus": "bert4long.data.corpus",
     "MLMMasker": "bert4long.data.masking",

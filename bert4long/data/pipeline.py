@@ -21,17 +21,26 @@ batches; otherwise batches are grouped by length (buckets of 16, 32, 64, ...,
 ``seq_len`` tokens by default) so short documents are not padded to the
 longest, and ``L`` is the bucket length. ``B`` is ``batch_size`` (the last
 batch of a bucket may be smaller unless ``drop_remainder=True``).
+
+``tf.data`` is TensorFlow's: on another Keras backend importing this module refuses in one line
+(`bert4long.tensorflow_only.require_tensorflow`); give ``fit`` numpy arrays there.
 """
 import math
 
 import numpy as np
-import tensorflow as tf
 
 from bert4long.data.chunking import chunk_spans
-from bert4long.data.length_batches import bucket_lengths
-from bert4long.data.masking import MLMMasker
 from bert4long.data.packing import pack_documents
 from bert4long.data.truncation import truncate
+from bert4long.tensorflow_only import require_tensorflow
+
+require_tensorflow("bert4long.data.pipeline builds tf.data pipelines (mlm_dataset, classification_dataset)",
+                   "give model.fit numpy arrays (bert4long.data.pack_for, bert4long.data.document_rows)")
+
+import tensorflow as tf  # noqa: E402 -- below the refusal, which speaks where TensorFlow is not installed
+
+from bert4long.data.length_batches import bucket_lengths  # noqa: E402
+from bert4long.data.masking import MLMMasker  # noqa: E402
 
 
 def default_bucket_lengths(seq_len, smallest=16):
