@@ -12,30 +12,58 @@ per-epoch shuffle of `bert4long.data.order` puts there (a new order every pass
 over the corpus, a pure function of ``(seed, epoch)``), masked with the
 stateless seed ``(seed, i)``. So a resumed run sees exactly the batches the
 uninterrupted run would have seen.
+
+Building and compiling the model (`build_mlm_model`, `compile_mlm`, `dtype_policy`) runs on any Keras
+backend and imports no TensorFlow; the batches (`mlm_batches`, `evaluate_mlm`, `masker_for`) are a `tf.data`
+pipeline and import TensorFlow when called.
 """
 import contextlib
 import os
 from collections.abc import Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import keras
 import numpy as np
-import tensorflow as tf
 
 from bert4long.checkpoints.huggingface import is_huggingface_folder
 from bert4long.checkpoints.source import Source
 from bert4long.checkpoints.tf_format import MissingCheckpointVariableError
-from bert4long.data.masking import MLMMasker
-from bert4long.data.order import example_order
 from bert4long.models import Transformer, build_transformer_model
 from bert4long.training.optim import loss_scaled
+
+if TYPE_CHECKING:
+    import tensorflow as tf
+
+    from bert4long.data.masking import MLMMasker
 
 HEAD_LAYERS = ("MLM-Dense", "MLM-Norm", "MLM-Bias")
 
 
+def has_gpu() -> bool:
+    """Whether the Keras backend computes on a GPU, asked of the backend itself."""
+    backend = keras.backend.backend()
+    if backend == "jax":
+        import jax
+
+        return jax.default_backend() == "gpu"
+    if backend == "torch":
+        import torch
+
+        return torch.cuda.is_available()
+    if backend == "tensorflow":
+        import tensorflow as tf
+
+        return bool(tf.config.list_physical_devices("GPU"))
+    return False
+
+
 def default_precision() -> str:
-    """``'mixed_float16'`` on a GPU, ``'mixed_bfloat16'`` on CPU."""
-    return "mixed_float16" if tf.config.list_physical_devices("GPU") else "mixed_bfloat16"
+    """``'mixed_float16'`` on a GPU, ``'mixed_bfloat16'`` on CPU.
+
+    >>> default_precision() in ("mixed_float16", "mixed_bfloat16")
+    True
+    """
+    return "mixed_float16" if has_gpu() else "mixed_bfloat16"
 
 
 @contextlib.contextmanager
@@ -128,10 +156,12 @@ def takes_segment_ids(model: keras.Model) -> bool:
 
 
 def to_model_inputs(
-    batch: dict[str, tf.Tensor], segment_ids: bool = True
-) -> tuple[tuple[tf.Tensor, ...], tf.Tensor, tf.Tensor]:
+    batch: "dict[str, tf.Tensor]", segment_ids: bool = True
+) -> "tuple[tuple[tf.Tensor, ...], tf.Tensor, tf.Tensor]":
     """``{token_ids, segment_ids, masked_positions, masked_ids, masked_weights}`` -> ``(x, y, w)``; ``x`` leaves
-    the segment ids out for a model without them (``segment_ids=False``)."""
+    the segment ids out for a model without them (``segment_ids=False``). TensorFlow (a `tf.data` map)."""
+    import tensorflow as tf
+
     segments = (batch.get("segment_ids", tf.zeros_like(batch["token_ids"])),) if segment_ids else ()
     x = (batch["token_ids"], *segments, batch["masked_positions"])
     return x, batch["masked_ids"], batch["masked_weights"]
@@ -139,13 +169,13 @@ def to_model_inputs(
 
 def mlm_batches(
     sequences: np.typing.ArrayLike,
-    masker: MLMMasker,
+    masker: "MLMMasker",
     batch_size: int,
     seed: int = 0,
     start_step: int = 0,
     shuffle: bool = True,
     segment_ids: bool = True,
-) -> tf.data.Dataset:
+) -> "tf.data.Dataset":
     """Endless deterministic MLM batches from packed ``sequences`` (int32 ``[N, L]``), from ``start_step`` on.
 
     ``shuffle``: every epoch in a new order (`bert4long.data.order`); False reads
@@ -161,6 +191,10 @@ def mlm_batches(
     >>> [t.shape.as_list() for t in next(iter(data))[0]]
     [[2, 8], [2, 8], [2, 2]]
     """
+    import tensorflow as tf
+
+    from bert4long.data.order import example_order
+
     sequences = np.asarray(sequences, dtype="int32")
     if sequences.ndim != 2 or len(sequences) == 0:
         raise ValueError(f"Need a non-empty [num_sequences, length] array of token ids, got shape {sequences.shape}.")
@@ -183,15 +217,17 @@ def mlm_batches(
 def evaluate_mlm(
     model: keras.Model,
     sequences: np.typing.ArrayLike,
-    masker: MLMMasker,
+    masker: "MLMMasker",
     batch_size: int,
     steps: int | None = None,
     seed: int = 12345,
 ) -> dict[str, float]:
     """MLM loss and accuracy (masked positions only) on a fixed masking of ``sequences``.
 
-    Returns ``{'loss': float, 'mlm_accuracy': float, 'predictions': int}``.
+    Returns ``{'loss': float, 'mlm_accuracy': float, 'predictions': int}``. TensorFlow (`mlm_batches`).
     """
+    import tensorflow as tf
+
     sequences = np.asarray(sequences, dtype="int32")
     steps = steps or max(1, len(sequences) // batch_size)
     loss_fn = mlm_loss()
@@ -210,7 +246,9 @@ def evaluate_mlm(
             "predictions": int(total_weight)}
 
 
-def masker_for(tokenizer: Any, seq_len: int, mask_rate: float = 0.15) -> MLMMasker:
-    """An 80/10/10 masker predicting up to ``ceil(mask_rate * seq_len)`` tokens per sequence."""
+def masker_for(tokenizer: Any, seq_len: int, mask_rate: float = 0.15) -> "MLMMasker":
+    """An 80/10/10 masker predicting up to ``ceil(mask_rate * seq_len)`` tokens per sequence (a `tf.data` map)."""
+    from bert4long.data.masking import MLMMasker
+
     return MLMMasker.from_tokenizer(tokenizer, max_predictions=max(1, int(np.ceil(mask_rate * seq_len))),
                                     mask_rate=mask_rate)
