@@ -141,8 +141,6 @@ def test_huggingface_folders_run_on_jax_without_tensorflow(tiny_family, tiny_ber
                                            "tf.train checkpoints: it needs KERAS_BACKEND=tensorflow"), messages["pretrain"]
 
 
-@pytest.mark.xfail(strict=True, reason="register_keras_classes imports bert4long.training.finetune, whose "
-                   "`from bert4long.training.mlm import dtype_policy` imports TensorFlow")
 def test_the_package_builds_without_tensorflow(tiny_family):
     """``from bert4long import build_transformer_model`` (which registers every Keras class first) on JAX."""
     pytest.importorskip("jax", reason="jax is not installed: the JAX backend cannot run")
