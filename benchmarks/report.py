@@ -291,4 +291,6 @@ def long_encoders_section(runs, number):
 
 PEERS = [("train.json", "Training throughput and memory options (MiniLM size)"),
          ("attention.json", "Attention kernels: time and memory against length"),
-         ("tokenization.json", "Tokenization speed and exactness")]
+         ("tokenization.json", "Tokenization speed and exactness"),
+         ("backends.json", "The same model on each Keras backend: forward and MLM training step (MiniLM size, CPU)"),
+         ("serving.json", "Serving on CPU: bert4long against ONNX Runtime and transformers (same weights)")]
