@@ -255,7 +255,10 @@ def main(argv=None):
     methods, chosen = {}, {}   # the fine-tune first, then the baselines: one at a time, so that each is timed alone
     finetune = start_timed(commands["finetune"], os.path.join(folder, "finetune.log"))
     methods["bert4long"], chosen["bert4long"] = bert4long_finish(args, folder, finetune, splits["test"], labels)
-    for name, train in (("tfidf-ovr (full train)", splits["train_full"]), ("tfidf-ovr (same train)", splits["train"])):
+    baselines = [("tfidf-ovr (full train)", splits["train_full"])]
+    if len(splits["train"]) < len(splits["train_full"]):   # the fine-tune's subsample: its own fit
+        baselines.append(("tfidf-ovr (same train)", splits["train"]))
+    for name, train in baselines:
         methods[name], chosen[name] = tfidf_baseline(train, splits["validation"], splits["test"], labels)
         print(name, methods[name], flush=True)
     result = {"data": manifest["source"], "indexes": manifest["indexes"], "base_model": args.checkpoint,
