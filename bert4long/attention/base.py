@@ -15,7 +15,7 @@ Masking conventions shared by every kernel:
 * ``causal``: a Python bool fixed at construction (``application='lm'``).
 
 Every kernel that forms attention probabilities masks and normalises its
-scores with `masked_softmax` (float32 whatever the compute dtype, masked
+scores with `masked_softmax` (in float32, or bfloat16 for bfloat16 scores: `softmax_dtype`; masked
 entries at `MASKED_SCORE`), and drops them with its `SeededDropout`
 (``probs_dropout``, so that `Recompute` redraws the same masks): every variant
 masks and drops the same way. (``chunked`` normalises online, block by block,
@@ -46,8 +46,25 @@ class KernelOption(NamedTuple):
     help: str
 
 
-def mask_scores(scores, keep, bias=None):
-    """Float32 ``scores`` plus the additive ``bias``, `MASKED_SCORE` where ``keep`` is False.
+def softmax_dtype(dtype):
+    """The dtype attention scores are masked and normalised in: float32, except bfloat16 scores on TensorFlow and
+    PyTorch, which stay bfloat16.
+
+    Their bfloat16 softmax kernels compute in float32 and round once at the end (oneDNN, PyTorch's CPU kernels):
+    within one bfloat16 step of the float32 softmax of the same scores, which the matmul that made them has already
+    rounded to bfloat16. A cast to float32 and back would only add two passes over the ``[batch, heads, q, k]``
+    scores, which cost more than the matmuls at 2,048 tokens on CPU. JAX's bfloat16 softmax computes in bfloat16
+    (7% off at 8,192 keys), and float16 would overflow at `MASKED_SCORE`: both are normalised in float32.
+
+    >>> softmax_dtype("float16")
+    'float32'
+    """
+    keep_bfloat16 = keras.backend.backend() in ("tensorflow", "torch")
+    return "bfloat16" if keep_bfloat16 and keras.backend.standardize_dtype(dtype) == "bfloat16" else "float32"
+
+
+def mask_scores(scores, keep, bias=None, dtype="float32"):
+    """``scores`` in ``dtype`` plus the additive ``bias``, `MASKED_SCORE` where ``keep`` is False (None: none is).
 
     Example:
     >>> import numpy as np
@@ -55,18 +72,20 @@ def mask_scores(scores, keep, bias=None):
     >>> mask_scores(np.zeros((1, 2), "float16"), np.array([[True, False]])).numpy().tolist()
     [[0.0, -999999995904.0]]
     """
-    scores = ops.cast(scores, "float32")
+    scores = ops.cast(scores, dtype)
     if bias is not None:
-        scores = scores + ops.cast(bias, "float32")
-    return ops.where(keep, scores, MASKED_SCORE)
+        scores = scores + ops.cast(bias, dtype)
+    return scores if keep is None else ops.where(keep, scores, ops.cast(MASKED_SCORE, dtype))
 
 
 def masked_softmax(scores, keep, dropout=None, training=None, bias=None, logsumexp=False):
-    """Attention probabilities: float32 softmax over the last axis of the kept ``scores``, then ``dropout``.
+    """Attention probabilities: softmax over the last axis of the kept ``scores``, then ``dropout``.
+
+    The softmax runs in `softmax_dtype` (float32, or bfloat16 for bfloat16 scores).
 
     Args:
         scores: scaled scores ``[..., keys]`` in any float dtype.
-        keep: bool, broadcastable to ``scores``: False where a key is masked.
+        keep: bool, broadcastable to ``scores``: False where a key is masked (None: none is).
         dropout: the kernel's `SeededDropout` (None: no dropout).
         training: passed to ``dropout``.
         bias: optional additive bias broadcastable to ``scores``.
@@ -82,7 +101,7 @@ def masked_softmax(scores, keep, dropout=None, training=None, bias=None, logsume
     >>> masked_softmax(np.zeros((1, 3)), np.array([[True, True, False]])).numpy().tolist()
     [[0.5, 0.5, 0.0]]
     """
-    scores = mask_scores(scores, keep, bias)
+    scores = mask_scores(scores, keep, bias, softmax_dtype(scores.dtype))
     if logsumexp:
         row_logsumexp = ops.logsumexp(scores, axis=-1)
         probs = ops.exp(scores - row_logsumexp[..., None])
@@ -417,6 +436,27 @@ def softmax_attention(q, k, v, keep, dropout=None, training=None, bias=None):
     >>> tuple(softmax_attention(q, q, q, np.ones((1, 1, 1, 3), bool)).shape)
     (1, 3, 2, 4)
     """
-    scores = ops.cast(ops.einsum("bqhd,bkhd->bhqk", q, k), "float32") / math.sqrt(q.shape[-1])
-    probs = masked_softmax(scores, keep, dropout, training, bias)
+    q = q * ops.cast(1 / math.sqrt(q.shape[-1]), q.dtype)
+    if bias is None and tuple(keep.shape[1:3]) == (1, 1):
+        q, k, keep = *with_key_mask_column(q, k, keep), None
+    probs = masked_softmax(ops.einsum("bqhd,bkhd->bhqk", q, k), keep, dropout, training, bias)
     return ops.einsum("bhqk,bkhd->bqhd", ops.cast(probs, v.dtype), v)
+
+
+def with_key_mask_column(q, k, keep):
+    """``q`` with a column of ones and ``k`` with a column of 0 (kept key) or `MASKED_SCORE` (masked key).
+
+    ``q @ k`` then holds each score plus its key's mask, made inside the matmul: no pass over the
+    ``[batch, heads, q, k]`` scores to mask them (that pass cost more than the matmul at 2,048 tokens on CPU).
+    ``keep`` is a key mask ``[batch, 1, 1, length]``.
+
+    >>> import numpy as np
+    >>> q, k = with_key_mask_column(np.ones((1, 2, 1, 3)), np.ones((1, 2, 1, 3)), np.array([[[[True, False]]]]))
+    >>> kept, masked = np.einsum("bqhd,bkhd->bhqk", q, k)[0, 0, 0]
+    >>> float(kept), bool(masked < -1e11)
+    (3.0, True)
+    """
+    key_bias = ops.where(ops.transpose(keep, (0, 3, 1, 2)), 0.0, MASKED_SCORE)  # [batch, length, 1, 1]
+    ones = ops.ones_like(q[..., :1])
+    key_column = ops.broadcast_to(ops.cast(key_bias, k.dtype), ops.shape(k[..., :1]))
+    return ops.concatenate([q, ones], axis=-1), ops.concatenate([k, key_column], axis=-1)

@@ -1,0 +1,82 @@
+"""Attention in bfloat16 and the key mask made inside the matmul, against NumPy's float64 softmax attention.
+
+`softmax_attention` folds a key-padding mask into ``q @ k`` (`with_key_mask_column`) and keeps bfloat16 scores in
+bfloat16 on TensorFlow and PyTorch (`softmax_dtype`). Each backend runs in a child process (this file as a script,
+``KERAS_BACKEND`` set). Tolerances: float32 1e-5; bfloat16 probabilities within 1% of float64's (one bfloat16
+step is 0.4%; a softmax summed in bfloat16, as JAX's, is 7% off at 8,192 keys), outputs within 0.05 of unit-scale
+values.
+"""
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def inputs():
+    rng = np.random.default_rng(0)
+    q, k, v = (rng.standard_normal((2, 300, 2, 8)) for _ in range(3))
+    keep = np.ones((2, 300), bool)
+    keep[0, 250:] = False
+    keep[1, :] = False               # a row of padding only: every key masked, attention spread evenly
+    scores = rng.standard_normal((2, 8192)) * 3
+    return q, k, v, keep, scores
+
+
+def reference_attention(q, k, v, keep):
+    scores = np.einsum("bqhd,bkhd->bhqk", q, k) / np.sqrt(q.shape[-1])
+    scores = np.where(keep[:, None, None, :], scores, -1e12)
+    probs = np.exp(scores - scores.max(-1, keepdims=True))
+    return np.einsum("bhqk,bkhd->bqhd", probs / probs.sum(-1, keepdims=True), v)
+
+
+def child(out):
+    import keras
+
+    from bert4long.attention.base import masked_softmax, softmax_attention
+
+    q, k, v, keep, scores = inputs()
+    mask = keep[:, None, None, :]
+    numbers = {}
+    for dtype in ("float32", "bfloat16"):
+        tensors = [keras.ops.cast(x, dtype) for x in (q, k, v)]
+        attention = keras.ops.cast(softmax_attention(*tensors, mask), "float32")
+        numbers[f"attention_{dtype}"] = keras.ops.convert_to_numpy(attention).tolist()
+    keep_scores = np.ones(scores.shape, bool)
+    keep_scores[:, -100:] = False
+    rounded = keras.ops.cast(scores, "bfloat16")
+    numbers["scores_bfloat16"] = keras.ops.convert_to_numpy(keras.ops.cast(rounded, "float32")).tolist()
+    probs = masked_softmax(rounded, keep_scores)
+    numbers["softmax_bfloat16"] = keras.ops.convert_to_numpy(keras.ops.cast(probs, "float32")).tolist()
+    with open(out, "w") as f:
+        json.dump(numbers, f)
+
+
+@pytest.mark.parametrize("backend", ["tensorflow", "jax", "torch"])
+def test_attention_against_float64(backend, tmp_path):
+    pytest.importorskip(backend, reason=f"{backend} is not installed")
+    out = tmp_path / "numbers.json"
+    env = dict(os.environ, KERAS_BACKEND=backend, PYTHONPATH=os.pathsep.join(filter(None, [ROOT, os.environ.get(
+        "PYTHONPATH")])))
+    run = subprocess.run([sys.executable, __file__, str(out)], env=env, cwd=ROOT, capture_output=True, text=True,
+                         timeout=600)
+    assert run.returncode == 0, run.stderr[-3000:]
+    numbers = {name: np.array(value) for name, value in json.loads(out.read_text()).items()}
+    q, k, v, keep, scores = inputs()
+    expected = reference_attention(q, k, v, keep)
+    np.testing.assert_allclose(numbers["attention_float32"], expected, atol=1e-5)
+    np.testing.assert_allclose(numbers["attention_bfloat16"], expected, atol=0.05)
+    scores = numbers["scores_bfloat16"]     # the softmax's input: already rounded to bfloat16
+    kept = np.exp(scores[:, :-100] - scores[:, :-100].max(-1, keepdims=True))
+    kept /= kept.sum(-1, keepdims=True)
+    probs = numbers["softmax_bfloat16"]
+    assert np.all(probs[:, -100:] == 0)
+    assert np.max(np.abs(probs[:, :-100] - kept) / kept) < 0.01, backend
+
+
+if __name__ == "__main__":
+    child(sys.argv[1])
