@@ -7,7 +7,7 @@ import only hides a cycle, it does not remove it.
     level  room            modules
     0      foundations     bert4long.ops, bert4long.outputs, bert4long.tokenizers, bert4long.tf_startup,
                            bert4long.tensorflow_only, bert4long.lazy_names, bert4long.kernel_names,
-                           bert4long.pretrained, bert4long.position_alpha, bert4long.rope_scaling,
+                           bert4long.pretrained, bert4long.position_alpha, bert4long.rope_scaling, bert4long.precision,
                            bert4long.families (the table)
     1      attention       bert4long.attention (kernels and MultiHeadAttention)
     2      layers          bert4long.layers
@@ -34,6 +34,7 @@ LEVELS = {
     "bert4long.outputs": 0,
     "bert4long.tf_startup": 0,
     "bert4long.tensorflow_only": 0,
+    "bert4long.precision": 0,
     "bert4long.lazy_names": 0,
     "bert4long.kernel_names": 0,
     "bert4long.tokenizers": 0,

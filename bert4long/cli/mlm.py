@@ -18,6 +18,7 @@ from bert4long.cli.options import (
     model_kwargs,
     non_negative_int,
     positive_int,
+    training_path,
 )
 from bert4long.cli.run_folder import (
     copy_tokenizer,
@@ -190,12 +191,13 @@ def run_pretrain(args, resolved):
           f"{args.seq_len}" + (f"; skipped {corpus.skipped}" if corpus.skipped else ""), flush=True)
     masker = masker_for(tokenizer, args.seq_len)
     strategy = get_strategy(args.distribute)
+    precision, jit_compile = training_path(args)
     with strategy.scope():
-        model, builder, has_head = build_mlm_model(resolved.source, precision=args.precision,
+        model, builder, has_head = build_mlm_model(resolved.source, precision=precision,
                                                    **model_kwargs(args, resolved.model))
         optimizer = make_optimizer(args.learning_rate, args.steps, args.warmup_steps, args.weight_decay,
                                    args.clipnorm, args.accumulate)
-        compile_mlm(model, optimizer, jit_compile=not args.no_xla)
+        compile_mlm(model, optimizer, jit_compile=jit_compile)
     trained = builder.max_position
     segments = takes_segment_ids(model)
     start_writing(resolved.output)
@@ -215,7 +217,7 @@ def run_pretrain(args, resolved):
         print("This checkpoint has no MLM head: fitting the tied head (MLM-Dense/Norm/Bias) on the frozen "
               f"encoder first, at {head_len} tokens.", flush=True)
         _fit_head(model, tokenizer, train_seqs if args.seq_len == head_len else pack_for(tokenizer, train_ids, head_len),
-                  head_len, args, jit=not args.no_xla, steps=args.head_steps)
+                  head_len, args, jit=jit_compile, steps=args.head_steps)
     if not resuming and lengths:
         before = {n: accuracy_at(n, args.eval_sequences) for n in lengths}
         print("MLM accuracy before: " + ", ".join(f"{v:.1%} at {n} tokens" for n, v in before.items()), flush=True)

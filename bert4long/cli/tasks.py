@@ -26,6 +26,7 @@ from bert4long.cli.options import (
     model_kwargs,
     non_negative_int,
     positive_int,
+    training_path,
 )
 from bert4long.cli.run_folder import (
     copy_tokenizer,
@@ -452,16 +453,17 @@ def run_finetune(args, resolved):
     strategy = get_strategy(args.distribute)
     global_tokens = "auto" if args.global_cls else None
     kwargs = model_kwargs(args, resolved.model)
+    precision, jit_compile = training_path(args)
     with strategy.scope():
         if args.task != "tokens":
             model = build_classifier(resolved.source, None, len(labels), pooling=args.pooling,
-                                     precision=args.precision, global_tokens=global_tokens, **kwargs)
+                                     precision=precision, global_tokens=global_tokens, **kwargs)
         else:
-            model = build_token_labeller(resolved.source, None, len(labels), precision=args.precision,
+            model = build_token_labeller(resolved.source, None, len(labels), precision=precision,
                                          global_tokens=global_tokens, **kwargs)
         optimizer = make_optimizer(args.learning_rate, steps, args.warmup_steps, args.weight_decay, args.clipnorm,
                                    args.accumulate)
-        compile_finetune(model, optimizer, jit_compile=not args.no_xla, class_weight=weight_of,
+        compile_finetune(model, optimizer, jit_compile=jit_compile, class_weight=weight_of,
                          multilabel_loss=(args.multilabel_loss or "bce") if args.task == "multilabel" else None)
     pad = tokenizer.pad_id or 0
     read_batches, buckets, estimate = _training_reader(model, [x, y] + ([weights] if weights is not None else []),
@@ -491,7 +493,8 @@ def run_finetune(args, resolved):
     path = record.model_path
     tokenizer_names = copy_tokenizer(args, args.out)
     write_text_atomically(os.path.join(args.out, SETTINGS_FILE),
-                          json.dumps({**_finetune_record(args, settings, optimizer, steps_per_epoch, steps),
+                          json.dumps({**_finetune_record(args, settings, optimizer, steps_per_epoch, steps,
+                                                                     precision, jit_compile),
                                       **record.decision()}, indent=2))
     rows.append(("files", f"{path}, {SETTINGS_FILE}, {', '.join(tokenizer_names)} "
                           f"(bert4long predict --run {args.out})"))
@@ -519,15 +522,13 @@ def _finished_checkpoints(keep, folder):
     return "removed (--keep-checkpoints 0): the run cannot be resumed or extended"
 
 
-def _finetune_record(args, settings, optimizer, steps_per_epoch, steps):
+def _finetune_record(args, settings, optimizer, steps_per_epoch, steps, precision, jit_compile):
     """What finetune.json records: the run's ``settings`` (those a resume must share) with the values actually used
     where an option was left to its default (precision, warmup, ``steps`` and epochs, the selection metric), and the
     rest of the command's choices, so that the folder says how to run it again."""
-    from bert4long.training.mlm import default_precision
-
     schedule = optimizer.get_config()["learning_rate"]["config"]["schedule"]   # {step: multiplier}: warmup, decay
     epochs = steps / steps_per_epoch
-    return {**settings, "precision": default_precision() if args.precision == "auto" else args.precision,
+    return {**settings, "precision": precision,
             "warmup_steps": min(int(step) for step, value in schedule.items() if value == 1.0),
             "steps": steps, "steps_per_epoch": steps_per_epoch, "epochs": int(epochs) if epochs % 1 == 0 else epochs,
             "seed": args.seed, "select_metric": select_metric(args), "early_stopping": args.early_stopping,
@@ -535,7 +536,7 @@ def _finetune_record(args, settings, optimizer, steps_per_epoch, steps):
                                     else args.class_weight or "none"),
             "valid": os.path.abspath(args.valid) if args.valid else None,
             "labels_file": os.path.abspath(args.labels) if args.labels else None, "global_cls": args.global_cls,
-            "allow_one_class": args.allow_one_class, "errors": args.errors, "jit_compile": not args.no_xla,
+            "allow_one_class": args.allow_one_class, "errors": args.errors, "jit_compile": jit_compile,
             "distribute": args.distribute, "save_every": args.save_every, "eval_every": args.eval_every,
             "test": os.path.abspath(args.test) if args.test else None, "keep_checkpoints": args.keep_checkpoints}
 

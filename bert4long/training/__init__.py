@@ -20,7 +20,7 @@ _MODULES = {
     "fit_resumable": "bert4long.training.loop",
     "build_mlm_model": "bert4long.training.mlm",
     "compile_mlm": "bert4long.training.mlm",
-    "default_precision": "bert4long.training.mlm",
+    "default_precision": "bert4long.precision",
     "dtype_policy": "bert4long.training.mlm",
     "evaluate_mlm": "bert4long.training.mlm",
     "masker_for": "bert4long.training.mlm",

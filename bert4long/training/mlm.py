@@ -29,6 +29,7 @@ from bert4long.checkpoints.huggingface import is_huggingface_folder
 from bert4long.checkpoints.source import Source
 from bert4long.checkpoints.tf_format import MissingCheckpointVariableError
 from bert4long.models import Transformer, build_transformer_model
+from bert4long.precision import default_precision
 from bert4long.training.optim import loss_scaled
 
 if TYPE_CHECKING:
@@ -37,33 +38,6 @@ if TYPE_CHECKING:
     from bert4long.data.masking import MLMMasker
 
 HEAD_LAYERS = ("MLM-Dense", "MLM-Norm", "MLM-Bias")
-
-
-def has_gpu() -> bool:
-    """Whether the Keras backend computes on a GPU, asked of the backend itself."""
-    backend = keras.backend.backend()
-    if backend == "jax":
-        import jax
-
-        return jax.default_backend() == "gpu"
-    if backend == "torch":
-        import torch
-
-        return torch.cuda.is_available()
-    if backend == "tensorflow":
-        import tensorflow as tf
-
-        return bool(tf.config.list_physical_devices("GPU"))
-    return False
-
-
-def default_precision() -> str:
-    """``'mixed_float16'`` on a GPU, ``'mixed_bfloat16'`` on CPU.
-
-    >>> default_precision() in ("mixed_float16", "mixed_bfloat16")
-    True
-    """
-    return "mixed_float16" if has_gpu() else "mixed_bfloat16"
 
 
 @contextlib.contextmanager

@@ -1,0 +1,92 @@
+"""Which precision and compile path run fastest here, from what the machine has.
+
+`auto` (``--precision auto``) is decided by the hardware, by the rule the benchmarks measured
+(benchmarks/results/train.json and serving.json; `tests/test_precision.py` holds the rule to them):
+
+========================================  ===============  ====================================
+where                                     precision        training step
+========================================  ===============  ====================================
+a GPU                                     mixed_float16    XLA
+a CPU with bfloat16 units (AVX512-BF16,   mixed_bfloat16   without XLA: TensorFlow's oneDNN
+AMX, Arm's BF16)                                           matmuls use the bfloat16 units and
+                                                           XLA's CPU code does not
+any other CPU                             float32          XLA
+========================================  ===============  ====================================
+
+`path_line` says in one line what was chosen and why, for a user to read before a run starts.
+"""
+import keras
+
+# /proc/cpuinfo flags of CPUs whose bfloat16 matmuls run faster than float32 (x86: "flags", Arm: "Features").
+BFLOAT16_FLAGS = ("amx_bf16", "avx512_bf16", "bf16")
+
+
+def has_gpu() -> bool:
+    """Whether the Keras backend computes on a GPU, asked of the backend itself."""
+    backend = keras.backend.backend()
+    if backend == "jax":
+        import jax
+
+        return jax.default_backend() == "gpu"
+    if backend == "torch":
+        import torch
+
+        return torch.cuda.is_available()
+    if backend == "tensorflow":
+        import tensorflow as tf
+
+        return bool(tf.config.list_physical_devices("GPU"))
+    return False
+
+
+def bfloat16_units(cpuinfo: str = "/proc/cpuinfo") -> str | None:
+    """The flag naming this CPU's bfloat16 matmul units (``'avx512_bf16'``, ``'amx_bf16'``, ``'bf16'``), or None.
+
+    >>> bfloat16_units("/no/such/file") is None
+    True
+    """
+    try:
+        with open(cpuinfo, encoding="utf-8", errors="replace") as f:
+            flags = {flag for line in f if line.lower().startswith(("flags", "features"))
+                     for flag in line.partition(":")[2].split()}
+    except OSError:
+        return None
+    return next((flag for flag in BFLOAT16_FLAGS if flag in flags), None)
+
+
+def default_precision() -> str:
+    """``'mixed_float16'`` on a GPU, ``'mixed_bfloat16'`` on a CPU with bfloat16 units, else ``'float32'``.
+
+    >>> default_precision() in ("mixed_float16", "mixed_bfloat16", "float32")
+    True
+    """
+    if has_gpu():
+        return "mixed_float16"
+    return "mixed_bfloat16" if bfloat16_units() else "float32"
+
+
+def default_jit_compile(precision: str) -> bool:
+    """Whether the training step is compiled with XLA under ``precision``: not for bfloat16 on a CPU.
+
+    >>> default_jit_compile("float32")
+    True
+    """
+    return not (precision == "mixed_bfloat16" and not has_gpu())
+
+
+def path_line(precision: str, jit_compile: bool, chosen: bool) -> str:
+    """One line saying what runs: ``precision``, XLA or not, and (``chosen`` by auto) why.
+
+    >>> path_line("float32", True, chosen=False)
+    'precision: float32, with XLA'
+    """
+    line = f"precision: {precision}, {'with' if jit_compile else 'without'} XLA"
+    if not chosen:
+        return line
+    if has_gpu():
+        return f"{line} (auto: a GPU)"
+    units = bfloat16_units()
+    if units:
+        return (f"{line} (auto: this CPU has {units}; TensorFlow's oneDNN matmuls use it, XLA's CPU code does not; "
+                "--precision float32 for exact float32 numbers)")
+    return f"{line} (auto: this CPU has no bfloat16 units, so float32)"

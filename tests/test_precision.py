@@ -1,0 +1,36 @@
+"""`--precision auto`: the CPU's bfloat16 units read from /proc/cpuinfo, the rule it applies, and the line it prints."""
+import argparse
+
+import pytest
+
+from bert4long import precision
+from bert4long.cli.options import training_path
+
+X86 = "processor\t: 0\nflags\t\t: fpu sse2 avx512f avx512_vnni avx512_bf16 fma\n"
+AMX = "flags\t\t: fpu avx512f amx_tile amx_bf16 amx_int8\n"
+ARM = "processor\t: 0\nFeatures\t: fp asimd evtstrm aes bf16 i8mm\n"
+PLAIN = "flags\t\t: fpu sse2 avx2 avx512f fma\n"
+
+
+@pytest.mark.parametrize("text, expected", [(X86, "avx512_bf16"), (AMX, "amx_bf16"), (ARM, "bf16"), (PLAIN, None)])
+def test_bfloat16_units_read_from_cpuinfo(tmp_path, text, expected):
+    path = tmp_path / "cpuinfo"
+    path.write_text(text)
+    assert precision.bfloat16_units(str(path)) == expected
+
+
+@pytest.mark.parametrize("gpu, units, expected", [
+    (True, None, ("mixed_float16", True)),
+    (False, "avx512_bf16", ("mixed_bfloat16", False)),
+    (False, None, ("float32", True)),
+])
+def test_auto_rule(monkeypatch, capsys, gpu, units, expected):
+    monkeypatch.setattr(precision, "has_gpu", lambda: gpu)
+    monkeypatch.setattr(precision, "bfloat16_units", lambda: units)
+    assert training_path(argparse.Namespace(precision="auto", no_xla=False)) == expected
+    line = capsys.readouterr().out.strip()
+    assert line.startswith(f"precision: {expected[0]}, {'with' if expected[1] else 'without'} XLA (auto: ")
+    assert (units or ("GPU" if gpu else "no bfloat16 units")) in line
+    assert training_path(argparse.Namespace(precision="auto", no_xla=True))[1] is False   # --no-xla wins
+    assert training_path(argparse.Namespace(precision="mixed_bfloat16", no_xla=False)) == ("mixed_bfloat16", True)
+    assert capsys.readouterr().out.splitlines()[-1] == "precision: mixed_bfloat16, with XLA"   # asked for: no reason
