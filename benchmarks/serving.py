@@ -6,7 +6,7 @@ BERT-base's size, trained-length 512:
 
   savedmodel        bert4long's exported SavedModel (`bert4long.export.export_saved_model`, int32 token ids),
                     loaded with plain ``tf.saved_model.load``: what a TensorFlow server runs
-  savedmodel-bf16   the same, built under Keras's ``mixed_bfloat16`` policy before export
+  savedmodel-bf16   the same, exported with ``precision='bfloat16'`` (`bert4long export --precision bfloat16`)
   keras-predict     the Keras model's ``predict_on_batch`` (TensorFlow backend)
   onnxruntime       transformers' ``BertModel`` exported once by ``torch.onnx.export`` (the dynamo exporter, dynamic
                     batch and length), run by ONNX Runtime's CPU provider: what a user deploys instead
@@ -121,15 +121,12 @@ def batch_of(length, batch):
 
 def bert4long_call(impl, base, length, batch, work):
     """The timed call of a bert4long row: the SavedModel's signature, or Keras's ``predict_on_batch``."""
-    import keras
     import numpy as np
     import tensorflow as tf
 
     from bert4long.export import export_saved_model
     from bert4long.models import build_transformer_model
 
-    if impl == "savedmodel-bf16":
-        keras.config.set_dtype_policy("mixed_bfloat16")
     model = build_transformer_model(checkpoint_path=base, hierarchical_position=length > TRAINED)
     ids = batch_of(length, batch)
     if impl == "keras-predict":
@@ -137,7 +134,8 @@ def bert4long_call(impl, base, length, batch, work):
         return lambda: model.predict_on_batch(inputs)
     folder = tempfile.mkdtemp(dir=work)
     os.rmdir(folder)
-    export_saved_model(model, folder, max_length=length)
+    export_saved_model(model, folder, max_length=length,
+                       precision="bfloat16" if impl == "savedmodel-bf16" else "float32")
     serve = tf.saved_model.load(folder).signatures["serving_default"]
     tensors = {"token_ids": tf.constant(ids), "segment_ids": tf.zeros_like(tf.constant(ids))}
     return lambda: serve(**tensors)["sequence_output"].numpy()

@@ -157,6 +157,7 @@ def export_saved_model(
     max_chunks: int = 16,
     label_names: Sequence[str] | None = None,
     threshold: float | Sequence[float] | None = None,
+    precision: str = "float32",
 ) -> list[str]:
     """Write ``model`` as a SavedModel with an int32 ``serving_default`` signature (or a raw-text one).
 
@@ -180,6 +181,10 @@ def export_saved_model(
     predicted names, ``label`` (string ``[batch]``) or ``tags`` (string ``[batch, length]``), beside ``logits``;
     with ``threshold`` (multi-label), sigmoid ``probabilities``, ``chosen`` and ``label_names`` (`_with_label_names`).
 
+    ``precision='bfloat16'`` serves the model computed in bfloat16 (Keras's ``mixed_bfloat16``: weights kept in
+    float32, matmuls in bfloat16; `in_mixed_bfloat16`), about twice float32's matmul rate on a CPU with bfloat16
+    units (`bert4long.precision.bfloat16_units`) and slower on one without; outputs are float32 either way.
+
     Example:
     >>> from bert4long.models import build_transformer_model
     >>> from bert4long.export import export_saved_model
@@ -190,6 +195,10 @@ def export_saved_model(
     >>> serve = tf.saved_model.load("exported/").signatures["serving_default"]  # doctest: +SKIP
     >>> serve(token_ids=ids, segment_ids=segs)["sequence_output"]  # doctest: +SKIP
     """
+    if precision not in ("float32", "bfloat16"):
+        raise ValueError(f"precision must be 'float32' or 'bfloat16', got {precision!r}.")
+    if precision == "bfloat16":
+        model = in_mixed_bfloat16(model)
     input_names = [tensor.name for tensor in model.inputs]
     _check_servable_inputs(input_names)
     names = _output_names(model)
@@ -220,6 +229,27 @@ def export_saved_model(
     with OutputFolder(export_dir, "export", overwrite=overwrite) as staging:
         archive.write_out(staging, verbose=False)
     return [*names, *added]
+
+
+def in_mixed_bfloat16(model: keras.Model) -> keras.Model:
+    """A copy of ``model`` (its weights too) whose float32 layers compute under ``mixed_bfloat16``.
+
+    >>> import keras, numpy as np
+    >>> model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(2)])
+    >>> copy = in_mixed_bfloat16(model)
+    >>> copy.layers[0].dtype_policy.name, np.allclose(copy.layers[0].kernel.numpy(), model.layers[0].kernel.numpy())
+    ('mixed_bfloat16', True)
+    """
+    def retyped(config):
+        if isinstance(config, dict):
+            if config.get("class_name") == "DTypePolicy" and config.get("config", {}).get("name") == "float32":
+                return {**config, "config": {**config["config"], "name": "mixed_bfloat16"}}
+            return {key: retyped(value) for key, value in config.items()}
+        return [retyped(value) for value in config] if isinstance(config, list) else config
+
+    copy = keras.saving.deserialize_keras_object(retyped(keras.saving.serialize_keras_object(model)))
+    copy.set_weights(model.get_weights())
+    return copy
 
 
 def _label_outputs(model, names, label_names, threshold):

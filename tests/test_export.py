@@ -83,3 +83,28 @@ def test_saved_model_stores_each_weight_once(tiny_bert, tmp_path):
     stored = sum(int(np.prod(shape)) for name, shape in reader.get_variable_to_shape_map().items()
                  if name != "_CHECKPOINTABLE_OBJECT_GRAPH")
     assert stored == sum(int(np.prod(w.shape)) for w in model.trainable_weights)   # was 2x (+ dropout step counters)
+
+
+def test_bfloat16_export_computes_in_bfloat16_and_serves_float32(tiny_bert, tmp_path, rng):
+    """``precision='bfloat16'``: every matmul layer under mixed_bfloat16, float32 outputs within bfloat16's rounding
+    of the float32 model's (its hidden states have unit scale: 8 bits of mantissa give about 0.4% per step)."""
+    import tensorflow as tf
+
+    from bert4long.export import in_mixed_bfloat16
+
+    config, checkpoint, _ = tiny_bert
+    model = build_transformer_model(config, checkpoint, hierarchical_position=True)
+    copy = in_mixed_bfloat16(model)
+    dense = [layer for layer in copy._flatten_layers() if type(layer).__name__ == "Dense"]
+    assert dense and {layer.dtype_policy.name for layer in dense} == {"mixed_bfloat16"}
+    assert {w.dtype for w in copy.weights if "float" in w.dtype} == {"float32"}   # weights stay float32
+    export_saved_model(model, str(tmp_path / "bf16"), precision="bfloat16")
+    serve = tf.saved_model.load(str(tmp_path / "bf16")).signatures["serving_default"]
+    tokens = rng.integers(5, 64, (2, 40)).astype("int32")
+    served = serve(token_ids=tf.constant(tokens), segment_ids=tf.zeros_like(tf.constant(tokens)))["sequence_output"]
+    assert served.dtype == tf.float32
+    reference = model.predict([tokens, np.zeros_like(tokens)], verbose=0)
+    difference = np.abs(served.numpy() - reference)
+    assert 0 < difference.max() < 0.1 and difference.mean() < 0.02, (difference.max(), difference.mean())
+    with np.testing.assert_raises_regex(ValueError, "'float32' or 'bfloat16'"):
+        export_saved_model(model, str(tmp_path / "other"), precision="float16")

@@ -30,6 +30,10 @@ def add_export_arguments(parser):
     add_overwrite_argument(parser)
     parser.add_argument("--max-length", type=positive_int,
                         help="longest request served (default: what the model can place, n or n^2 hierarchical)")
+    parser.add_argument("--precision", default="float32", choices=["float32", "bfloat16", "auto"],
+                        help="compute in bfloat16 (weights stay float32; outputs are float32); auto = bfloat16 on a "
+                             "CPU with bfloat16 units (AVX512-BF16, AMX), else float32; the choice is printed "
+                             "(default float32)")
     text = parser.add_argument_group("raw text (--raw-text: serving_default takes whole UTF-8 documents)")
     text.add_argument("--raw-text", action="store_true",
                       help="serving_default takes a string tensor of documents, tokenized in the graph with the "
@@ -73,11 +77,23 @@ def run_export(args, resolved):
                                         **model_kwargs(args, resolved.model))
     options, chosen = _raw_text_options(args, resolved.source, settings) if args.raw_text else ({}, None)
     names = export_saved_model(model, args.out, max_length=args.max_length, overwrite=args.overwrite,
-                               label_names=label_names, threshold=threshold, **options)
+                               label_names=label_names, threshold=threshold, precision=_export_precision(args),
+                               **options)
     print(f"SavedModel written to {os.path.abspath(args.out)}; serving_default outputs: {', '.join(names)}")
     if args.raw_text:
         print(f"serving_default takes texts (string [batch]), {'un' if chosen.lower_case else ''}cased WordPiece, "
               f"strategy {args.strategy} at {options['seq_len']} tokens; serve_token_ids takes int32 token_ids")
+
+
+def _export_precision(args):
+    """--precision, auto resolved by this CPU's bfloat16 units, and said in one line."""
+    from bert4long.precision import bfloat16_units
+
+    units = bfloat16_units()
+    precision = ("bfloat16" if units else "float32") if args.precision == "auto" else args.precision
+    reason = f" (auto: this CPU {'has ' + units if units else 'has no bfloat16 units'})" if args.precision == "auto" else ""
+    print(f"serving precision: {precision}{reason}", flush=True)
+    return precision
 
 
 def _raw_text_options(args, source, settings=None):
