@@ -32,6 +32,7 @@ from benchmarks.report import (
     stamp_line,
     table,
 )
+from studies.finetune_study import standard_error, study_options
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -599,6 +600,21 @@ def tfidf_comparison(data):
             + ", ".join(f"{b['model']} {fmt(b['macro_f1'])}" for b in baselines) + ").")
 
 
+def short_partner(data, name, chunks=False):
+    """The 512-token model the long model ``name`` is compared with: of its checkpoint, trained on each speech's head
+    (``chunks``: on its chunks, `finetune_study.study_options`), with no flag the long model lacks, and of those the
+    one sharing the most of its flags (512-balanced for 1536-balanced beside 512); None without one."""
+    runs = {r["model"]: r for r in data.get("runs", [])}
+    flags = set(study_options(runs[name].get("flags", []))[0])
+    shared = {}
+    for model, r in runs.items():
+        own, chunked, _ = study_options(r.get("flags", []))
+        if (r.get("checkpoint"), r.get("seq_len"), chunked) == (runs[name].get("checkpoint"), 512, chunks) \
+                and set(own) <= flags:
+            shared[model] = len(own)
+    return max(shared, key=shared.get) if shared else None
+
+
 def finetune_claim(data):
     """The post's last claim, longer input helping a fine-tuned classifier, from `finetune_study.py`'s rows: each
     model reading more than 512 tokens against the 512-token model of the same checkpoint (``runs`` say which;
@@ -607,11 +623,10 @@ def finetune_claim(data):
     for the validation examples, also the examples' (`paired_bootstrap_se`), the two in quadrature."""
     rows = {r["model"]: r for r in data.get("rows", [])}
     meta = {r["model"]: (r.get("checkpoint"), r.get("seq_len")) for r in data.get("runs", [])}
-    short_rows = {meta[name][0]: r for name, r in rows.items() if name in meta and meta[name][1] == 512}
     head = "Longer input helping a fine-tuned classifier (the post): "
     if "512" not in rows:
         return head + "**not decided**: not measured yet (`studies/finetune_study.py`)."
-    pairs = [(r, short_rows.get(meta[name][0], rows["512"]) if name in meta else rows["512"])
+    pairs = [(r, rows.get(short_partner(data, name), rows["512"]) if name in meta else rows["512"])
              for name, r in rows.items() if (meta[name][1] > 512 if name in meta else name != "512")]
     if not pairs:
         return head + "**not decided**: no model reading more than 512 tokens measured yet."
@@ -957,11 +972,11 @@ def finetune_study_section(data, number):
             "from the label each run gave each speech after its last epoch. A difference counts beyond two such "
             "errors.\n")]
     out.append(stamp_line(data.get("stamp")) + "\n")
-    def mean_se(r, key, show=fmt):
+    def with_se(r, key, show=fmt):
         return show(r[key]) + (f" ± {show(r[key + '_se'])}" if r["seeds"] > 1 else " (one seed)")
 
-    rows = [[r["model"], r["seeds"], mean_se(r, "macro_f1"), mean_se(r, "accuracy", pct),
-             mean_se(r, "best_epoch_macro_f1"), fmt(r["s_per_epoch"], 0)] for r in data.get("rows", [])]
+    rows = [[r["model"], r["seeds"], with_se(r, "macro_f1"), with_se(r, "accuracy", pct),
+             with_se(r, "best_epoch_macro_f1"), fmt(r["s_per_epoch"], 0)] for r in data.get("rows", [])]
     rows += [[f"{b['model']} (no encoder)", "–", fmt(b["macro_f1"]), pct(b["accuracy"]), "–", "–"]
              for b in data.get("baselines", [])]
     out.append(table(["model", "seeds", "macro-F1", "accuracy", "best epoch's macro-F1", "s per epoch"], rows) + "\n")
@@ -969,6 +984,74 @@ def finetune_study_section(data, number):
         if line:
             out.append(f"- {line}")
     out.append("")
+    return out + cause_tables(data)
+
+
+def seed_scores(data, model, prefix="last_", labels="predicted"):
+    """``{seed: (macro-F1, accuracy, labels)}`` of ``model``'s runs that hold those scores after the last epoch (``prefix``
+    ``truncated_``, ``labels`` ``truncated_labels``: reading the validation speeches cut short)."""
+    return {r["seed"]: (r[prefix + "macro_f1"], r[prefix + "accuracy"], r.get(labels))
+            for r in data.get("runs", []) if r["model"] == model and prefix + "macro_f1" in r}
+
+
+def cause_row(data, setting, scores, long, paired=False):
+    """A row of `cause_tables`: ``scores`` (`seed_scores`) as mean ± standard error over the seeds, and their
+    macro-F1's difference from the ``long`` model's with its error over the seeds (seed by seed when ``paired``: the
+    same classifiers) and over the speeches (`paired_bootstrap_se`, where every run recorded its labels)."""
+    f1, accuracy = [s[0] for s in scores.values()], [s[1] for s in scores.values()]
+    long_f1 = [s[0] for s in long.values()]
+
+    def with_se(values, show=fmt):
+        return show(float(np.mean(values))) + (f" ± {show(standard_error(values))}" if len(values) > 1 else " (one seed)")
+
+    row = [setting, len(f1), with_se(f1), with_se(accuracy, pct)]
+    if scores is long:
+        return row + ["–"]
+    seed_se = (standard_error([scores[seed][0] - long[seed][0] for seed in long]) if paired
+               else float(np.hypot(standard_error(f1), standard_error(long_f1))))
+    errors = [f"± {fmt(seed_se)} over the seeds"] if min(len(f1), len(long_f1)) > 1 else []
+    labels = [[s[2] for s in values.values()] for values in (scores, long)]
+    if data.get("gold") and all(all(runs) for runs in labels):
+        speech_se = paired_bootstrap_se(data["gold"], sorted(set(data["gold"])), *labels)
+        errors.append(f"± {fmt(speech_se)} over the speeches")
+    return row + [f"{np.mean(f1) - np.mean(long_f1):+.3f}" + (f" ({', '.join(errors)})" if errors else "")]
+
+
+def cause_tables(data):
+    """Where a long model's gain comes from (issue 38): each model reading more than 512 tokens beside its own
+    classifiers reading the validation speeches cut short (test-time truncation), its 512-token model and the
+    512-token model trained on every chunk of each speech (`short_partner`), where the study ran them."""
+    out = []
+    for name in dict.fromkeys(r["model"] for r in data.get("runs", []) if r.get("seq_len", 0) > 512):
+        long, cut = seed_scores(data, name), seed_scores(data, name, "truncated_", "truncated_labels")
+        short, chunks = short_partner(data, name), short_partner(data, name, chunks=True)
+        cut = cut if set(cut) == set(long) else {}
+        if not cut and not chunks:
+            continue
+        pieces = next(r["truncated_seq_len"] - 2 for r in data["runs"] if r["model"] == name) if cut else 510
+        chunk_run = next((r for r in data["runs"] if r["model"] == chunks), {})
+        reach = chunk_run.get("train_chunks_reach")
+        of = f"the first {reach - 2:,} pieces of each speech" if reach else "the whole speeches"
+        settings = [(name, long, False), (f"{name}, validation speeches cut to {pieces:,} pieces", cut, True),
+                    (short, seed_scores(data, short), False),
+                    (f"{chunks} (trained on {chunk_run.get('train_chunks')} chunks of {of})", seed_scores(data, chunks),
+                     False)]
+        rows = [cause_row(data, setting, scores, long, paired) for setting, scores, paired in settings if scores]
+        out += [f"Where {name}'s gain comes from: its own classifiers reading less, and 512-token models trained on "
+                "each speech's head or on all of it in chunks; macro-F1 and accuracy after the last epoch, mean ± "
+                f"standard error over the seeds, and the difference from {name}'s macro-F1 on the same speeches.\n",
+                table(["setting", "seeds", "macro-F1", "accuracy", f"macro-F1 − {name}'s"], rows) + "\n"]
+        if cut:
+            out.append(f"- {name} against its own classifiers reading the first {pieces:,} pieces: what reading more "
+                       "at prediction time is worth (the same classifiers: the seeds' error is of the per-seed "
+                       "differences).")
+        if chunks and short:
+            out.append(f"- {chunks} against {short}: what training on more of each speech is worth (both read the "
+                       "first 510 pieces at prediction time).")
+        if cut and chunks:
+            out.append(f"- {name} cut to {pieces:,} pieces against {chunks}: how the model was trained on the same text "
+                       "(long windows or 510-piece chunks), read the same way.")
+        out.append("")
     return out
 
 

@@ -28,7 +28,8 @@ def quick_runs(tmp_path_factory):
         "benchmarks.raw_text_serving": (["--quick", "--out", str(out / "raw_text_serving.json")],
                              out / "raw_text_serving_quick.json"),
         "benchmarks.finetune_lengths": (["--quick", "--out", str(out / "finetune_lengths.json")], out / "finetune_lengths.json"),
-        "studies.finetune_study": (["--quick", "--out", str(out / "finetune_study.json")], out / "finetune_study.json"),
+        "studies.finetune_study": (["--quick", "--work", str(out / "finetune_study"), "--out", str(out / "finetune_study.json")],
+                                   out / "finetune_study.json"),
         "benchmarks.backends": (["--quick", "--lengths", "96", "--out", str(out / "backends.json")],
                                 out / "backends_quick.json"),
         "benchmarks.serving": (["--quick", "--lengths", "96", "--batches", "2", "--impls", "savedmodel", "keras-predict",
@@ -66,7 +67,7 @@ def test_finetune_study_records_each_runs_last_epoch_labels(quick_runs):
     with open(path) as f:
         payload = json.load(f)
     gold = payload["gold"]
-    assert len(gold) == payload["data"]["valid"] and len(payload["runs"]) == 2
+    assert len(gold) == payload["data"]["valid"] and len(payload["runs"]) == 4
     for run in payload["runs"]:
         assert len(run["predicted"]) == len(gold) and set(run["predicted"]) <= set(gold)
         expected = f1_score(gold, run["predicted"], average="macro", labels=sorted(set(gold)), zero_division=0)
@@ -76,3 +77,60 @@ def test_finetune_study_records_each_runs_last_epoch_labels(quick_runs):
     for baseline in payload["baselines"]:
         expected = f1_score(gold, baseline["predicted"], average="macro", labels=sorted(set(gold)), zero_division=0)
         assert len(baseline["predicted"]) == len(gold) and abs(expected - baseline["macro_f1"]) < 1e-4
+
+
+def test_finetune_study_scores_the_long_model_on_cut_speeches_and_trains_one_on_chunks(quick_runs):
+    """--quick's 64-token runs are also scored reading 32 tokens: the labels their classifier (after their one epoch,
+    the last is the best) gives the validation speeches' first 30 pieces, read here without `predict`; its
+    32-token model trains on every chunk of at most 30 pieces of each training speech, the speech's label kept."""
+    from sklearn.metrics import accuracy_score, f1_score
+
+    from bert4long.cli.run_folder import load_final_model
+    from bert4long.data import document_rows
+    from bert4long.tokenizers import load_tokenizer
+
+    returncode, output, path = quick_runs["studies.finetune_study"]
+    assert returncode == 0, output[-3000:]
+    payload = json.loads(path.read_text())
+    gold, work = payload["gold"], path.parent / "finetune_study"
+    valid = [json.loads(line) for line in (work / "valid.jsonl").read_text().splitlines()]
+    long = [r for r in payload["runs"] if r["seq_len"] == 64]
+    assert len(long) == 2 and all(r["truncated_seq_len"] == 32 for r in long)
+    for run in long:
+        folder = work / f"tiny-seed{run['seed']}"
+        settings = json.loads((folder / "finetune.json").read_text())
+        tokenizer = load_tokenizer(folder)
+        rows = document_rows(tokenizer, tokenizer.encode_documents([row["text"] for row in valid]), 32)
+        logits = load_final_model(str(folder / "classifier.keras")).predict_on_batch((rows, rows * 0))
+        assert len(run["macro_f1_per_epoch"]) == 1
+        assert run["truncated_labels"] == [settings["labels"][i] for i in logits.argmax(-1)]
+        assert abs(run["truncated_macro_f1"] - f1_score(gold, run["truncated_labels"], average="macro",
+                                                         labels=sorted(set(gold)), zero_division=0)) < 1e-9
+        assert abs(run["truncated_accuracy"] - accuracy_score(gold, run["truncated_labels"])) < 1e-9
+    chunked = [r for r in payload["runs"] if r["model"] == "tiny-chunks"]
+    chunks = [json.loads(line) for line in (work / "train-chunks-32-of-all.jsonl").read_text().splitlines()]
+    assert len(chunked) == 2 and all(r["train_chunks"] == len(chunks) > payload["data"]["train"] for r in chunked)
+    assert all("truncated_labels" not in r and r["seq_len"] == 32 for r in chunked)
+    tokenizer = load_tokenizer(work / "tiny")
+    assert max(len(tokenizer.content_ids(row["text"])) for row in chunks) <= 30
+    train = [json.loads(line) for line in (work / "train.jsonl").read_text().splitlines()]
+    assert [(word, row["label"]) for row in chunks for word in row["text"].split()] == [
+        (word, row["label"]) for row in train for word in row["text"].split()]
+
+
+def test_finetune_study_score_truncated_adds_the_cut_reading_to_runs_already_recorded(quick_runs, tmp_path):
+    """Runs recorded without their truncated reading get it from their folders; a run not recorded is not trained."""
+    returncode, output, path = quick_runs["studies.finetune_study"]
+    assert returncode == 0, output[-3000:]
+    payload = json.loads(path.read_text())
+    payload["runs"] = payload["runs"][:-1]
+    for run in payload["runs"]:
+        for key in ("truncated_seq_len", "truncated_labels", "truncated_macro_f1", "truncated_accuracy"):
+            run.pop(key, None)
+    earlier = tmp_path / "finetune_study.json"
+    earlier.write_text(json.dumps(payload))
+    result = subprocess.run([sys.executable, "-m", "studies.finetune_study", "--quick", "--score-truncated", "--work",
+                             str(path.parent / "finetune_study"), "--out", str(earlier)], cwd=ROOT, text=True,
+                            capture_output=True, env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"}, timeout=600)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert json.loads(earlier.read_text())["runs"] == json.loads(path.read_text())["runs"][:-1]
