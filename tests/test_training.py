@@ -112,7 +112,7 @@ def test_recompute_gives_same_loss_and_gradients_with_dropout(tmp_path, rng, att
     assert max(np.abs(g).max() for g in grads_a.values()) > 1e-3   # gradients are not trivially zero
 
 
-def test_mixed_bfloat16_keeps_softmax_and_norm_in_float32(tiny_bert, rng):
+def test_mixed_bfloat16_keeps_norm_and_mlm_output_in_float32(tiny_bert, rng):
     config, checkpoint, _ = tiny_bert
     model, _, _ = build_mlm_model(config, checkpoint, precision="mixed_bfloat16")
     assert model.get_layer("Transformer-0-FeedForward").compute_dtype == "bfloat16"
