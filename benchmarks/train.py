@@ -5,7 +5,9 @@ random weights, 6 layers, hidden 384, 12 heads, intermediate 1536, vocab 30522,
 gathered MLM head (15% of positions), AdamW, one warm-up step (tracing / XLA compile,
 timed separately), then ``--steps`` timed steps.
 
-    python -m benchmarks.train              # lengths 512/1024/2048, each option toggled alone
+    python -m benchmarks.train              # lengths 512/1024/2048: float32 and mixed_bfloat16, each with and
+                                            # without XLA, and recompute
+
     python -m benchmarks.train --full       # the whole grid: XLA x precision x recompute
     python -m benchmarks.train --quick      # CI smoke run (length 128, 2 configurations)
 
@@ -18,6 +20,8 @@ import os
 import subprocess
 import sys
 import time
+
+from bert4long.precision import bfloat16_units
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
@@ -59,7 +63,8 @@ def configurations(args):
     elif args.quick:
         variants = [base, dict(base, xla=False, recompute=True)]
     else:
-        variants = [base, dict(base, xla=False), dict(base, precision="mixed_bfloat16"), dict(base, recompute=True)]
+        bfloat16 = dict(base, precision="mixed_bfloat16")
+        variants = [base, dict(base, xla=False), bfloat16, dict(bfloat16, xla=False), dict(base, recompute=True)]
     for length, variant in itertools.product(lengths, variants):
         yield dict(variant, length=length)
 
@@ -105,7 +110,8 @@ def main():
                   f"{row['peak_rss_mb']:>8.0f}", flush=True)
     os.makedirs(os.path.dirname(args.out), exist_ok=True)
     with open(args.out, "w", encoding="utf-8") as f:
-        json.dump({"model": MINILM, "batch": args.batch, "cpu_count": os.cpu_count(), "rows": rows}, f, indent=2)
+        json.dump({"model": MINILM, "batch": args.batch, "cpu_count": os.cpu_count(), "bfloat16_units": bfloat16_units(),
+                   "rows": rows}, f, indent=2)
     print(f"written: {args.out}")
 
 
