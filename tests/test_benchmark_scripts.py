@@ -1,5 +1,5 @@
-"""The speed, attention, training, tokenization, raw-text serving, fine-tuning, backend, serving and step-profile
-benchmarks, and the fine-tuning study, still run (each once with --quick, as ``python -m MODULE`` from the repository).
+"""The speed, attention, training, tokenization, raw-text serving, fine-tuning, backend, serving, step-profile and
+bfloat16-accuracy benchmarks, and the fine-tuning study, still run (each once with --quick, as ``python -m MODULE`` from the repository).
 
 They run side by side in subprocesses and must exit 0 and write JSON with one row per measurement;
 timings are never asserted here (they belong to the benchmark tables).
@@ -36,6 +36,8 @@ def quick_runs(tmp_path_factory):
                                 "transformers", "--out", str(out / "serving.json")], out / "serving_quick.json"),
         "benchmarks.profile_step": (["--quick", "--tasks", "mlm", "--out", str(out / "profile_step.json")],
                                     out / "profile_step.json"),
+        "benchmarks.precision_accuracy": (["--quick", "--out", str(out / "precision_accuracy.json")],
+                                          out / "precision_accuracy.json"),
     }
     env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"}
     processes = {name: subprocess.Popen([sys.executable, "-m", name, *args], cwd=ROOT,
@@ -48,7 +50,7 @@ def quick_runs(tmp_path_factory):
 @pytest.mark.parametrize("name", ["benchmarks.speed", "benchmarks.attention", "benchmarks.train",
                                   "benchmarks.tokenization", "benchmarks.raw_text_serving",
                                   "benchmarks.finetune_lengths", "studies.finetune_study", "benchmarks.backends",
-                                  "benchmarks.serving", "benchmarks.profile_step"])
+                                  "benchmarks.serving", "benchmarks.profile_step", "benchmarks.precision_accuracy"])
 def test_benchmark_quick_run_writes_json(quick_runs, name):
     returncode, output, path = quick_runs[name]
     assert returncode == 0, output[-3000:]
