@@ -77,8 +77,9 @@ def op_times(logdir):
         names = {key: meta.name for key, meta in plane.event_metadata.items()}
         for line in plane.lines:
             for event in line.events:
-                name, _, op_type = names.get(event.metadata_id, "").rpartition(":")
-                if name and op_type and not op_type.startswith("__inference") and " " not in op_type:
+                full = names.get(event.metadata_id, "")
+                name, _, op_type = full.rpartition(":")
+                if name and op_type and "::" not in full and " " not in full:   # an op, not the executor's spans
                     times[group_of(name, op_type)] += event.duration_ps / 1e9
     return dict(times)
 
