@@ -150,11 +150,7 @@ def export_saved_model(
     raw_text: bool = False,
     tokenizer=None,
     seq_len: int | None = None,
-    strategy: str = "head",
-    head_len: int = 128,
-    chunk_overlap: int = 0,
-    pool: str = "mean",
-    max_chunks: int = 16,
+    strategy: str = "head", head_len: int = 128, chunk_overlap: int = 0, pool: str = "mean", max_chunks: int = 16,
     label_names: Sequence[str] | None = None,
     threshold: float | Sequence[float] | None = None,
     precision: str = "float32",
@@ -181,9 +177,8 @@ def export_saved_model(
     predicted names, ``label`` (string ``[batch]``) or ``tags`` (string ``[batch, length]``), beside ``logits``;
     with ``threshold`` (multi-label), sigmoid ``probabilities``, ``chosen`` and ``label_names`` (`_with_label_names`).
 
-    ``precision='bfloat16'`` serves the model computed in bfloat16 (Keras's ``mixed_bfloat16``: weights kept in
-    float32, matmuls in bfloat16; `in_mixed_bfloat16`), about twice float32's matmul rate on a CPU with bfloat16
-    units (`bert4long.precision.bfloat16_units`) and slower on one without; outputs are float32 either way.
+    ``precision='bfloat16'`` computes in bfloat16 (`in_mixed_bfloat16`; outputs stay float32): faster on a CPU with
+    bfloat16 units (`bert4long.precision.bfloat16_units`), slower on one without.
 
     Example:
     >>> from bert4long.models import build_transformer_model
@@ -195,10 +190,7 @@ def export_saved_model(
     >>> serve = tf.saved_model.load("exported/").signatures["serving_default"]  # doctest: +SKIP
     >>> serve(token_ids=ids, segment_ids=segs)["sequence_output"]  # doctest: +SKIP
     """
-    if precision not in ("float32", "bfloat16"):
-        raise ValueError(f"precision must be 'float32' or 'bfloat16', got {precision!r}.")
-    if precision == "bfloat16":
-        model = in_mixed_bfloat16(model)
+    model = _computed_in(model, precision)
     input_names = [tensor.name for tensor in model.inputs]
     _check_servable_inputs(input_names)
     names = _output_names(model)
@@ -229,6 +221,12 @@ def export_saved_model(
     with OutputFolder(export_dir, "export", overwrite=overwrite) as staging:
         archive.write_out(staging, verbose=False)
     return [*names, *added]
+
+
+def _computed_in(model, precision):
+    if precision not in ("float32", "bfloat16"):
+        raise ValueError(f"precision must be 'float32' or 'bfloat16', got {precision!r}.")
+    return in_mixed_bfloat16(model) if precision == "bfloat16" else model
 
 
 def in_mixed_bfloat16(model: keras.Model) -> keras.Model:

@@ -1,5 +1,6 @@
 """The speed, attention, training, tokenization, raw-text serving, fine-tuning, backend, serving, step-profile and
-bfloat16-accuracy benchmarks, and the fine-tuning study, still run (each once with --quick, as ``python -m MODULE`` from the repository).
+bfloat16-accuracy benchmarks, and the fine-tuning study, still run (each once with --quick, as ``python -m MODULE``
+from the repository).
 
 They run side by side in subprocesses and must exit 0 and write JSON with one row per measurement;
 timings are never asserted here (they belong to the benchmark tables).

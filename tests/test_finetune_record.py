@@ -11,6 +11,7 @@ import pytest
 
 from bert4long.cli import build_parser, main, tasks
 from bert4long.outputs import MARKER
+from bert4long.precision import default_precision
 
 
 def _write(path, lines):
@@ -55,8 +56,6 @@ def test_the_run_records_its_settings_kept_epoch_and_validation_curves(tiny_bert
         "epochs": 3, "steps": 9, "steps_per_epoch": 3, "seed": 7, "select_metric": "macro_f1",
         "early_stopping": None, "warmup_steps": 1, "class_weight": {"a": 1.0, "b": 1.0},
         "class_weight_option": "balanced", "global_cls": True, "jit_compile": False}
-    from bert4long.precision import default_precision   # (tests/test_precision.py holds it to the machine)
-
     assert settings["precision"] == default_precision()   # what --precision auto chose, not 'auto'
     metrics = json.loads((run / "metrics.json").read_text())
     assert metrics["selected_epoch"] == 2 and metrics["select_metric"] == "macro_f1"
