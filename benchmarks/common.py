@@ -103,6 +103,7 @@ def machine_stamp(command=None):
         "versions": versions,
         "command": command or " ".join([os.path.basename(sys.executable), *program, *sys.argv[1:]]),
         "time": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()),
+        "load": [round(load, 2) for load in os.getloadavg()],   # 1, 5, 15 minutes: other work beside the run
     }
 
 

@@ -58,7 +58,7 @@ def served_labels(run, precision, texts, work):
     import tensorflow as tf
 
     folder = os.path.join(work, precision)
-    command = [sys.executable, "-m", "bert4long", "export", "--run", run, "--raw-text", "--precision", precision,
+    command = [sys.executable, "-m", "bert4long.cli", "export", "--run", run, "--raw-text", "--precision", precision,
                "--out", folder]
     result = subprocess.run(command, capture_output=True, text=True, cwd=ROOT,
                             env={**os.environ, "PYTHONPATH": ROOT, "TF_CPP_MIN_LOG_LEVEL": "3"})

@@ -37,6 +37,8 @@ def stamp_line(stamp):
     versions = ", ".join(f"{k} {v}" for k, v in sorted(stamp.get("versions", {}).items()))
     parts = [f"{stamp.get('cpus', '?')} CPUs ({stamp.get('processor', stamp.get('machine', '?'))})",
              f"Python {stamp.get('python', '?')}", versions, stamp.get("time", "")]
+    if stamp.get("load"):
+        parts.append("load average {} / {} / {} (1 / 5 / 15 min) at that time".format(*stamp["load"]))
     line = "_Machine: " + "; ".join(p for p in parts if p) + "._"
     if stamp.get("command"):
         line += f"  \n_Command: `{stamp['command']}`_"

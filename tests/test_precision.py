@@ -1,10 +1,14 @@
 """`--precision auto`: the CPU's bfloat16 units read from /proc/cpuinfo, the rule it applies, and the line it prints."""
 import argparse
+import json
+import os
 
 import pytest
 
 from bert4long import precision
 from bert4long.cli.options import training_path
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 X86 = "processor\t: 0\nflags\t\t: fpu sse2 avx512f avx512_vnni avx512_bf16 fma\n"
 AMX = "flags\t\t: fpu avx512f amx_tile amx_bf16 amx_int8\n"
@@ -34,3 +38,21 @@ def test_auto_rule(monkeypatch, capsys, gpu, units, expected):
     assert training_path(argparse.Namespace(precision="auto", no_xla=True))[1] is False   # --no-xla wins
     assert training_path(argparse.Namespace(precision="mixed_bfloat16", no_xla=False)) == ("mixed_bfloat16", True)
     assert capsys.readouterr().out.splitlines()[-1] == "precision: mixed_bfloat16, with XLA"   # asked for: no reason
+
+
+def test_auto_is_the_fastest_training_path_measured_here(monkeypatch):
+    """benchmarks/results/train.json (one run of `python -m benchmarks.train`) times every precision with and without
+    XLA; on the CPU it ran on, auto's choice must be its fastest row at every length (rerun the benchmark on a new
+    machine, and this says whether the rule still holds)."""
+    with open(os.path.join(ROOT, "benchmarks", "results", "train.json")) as f:
+        measured = json.load(f)
+    units = measured.get("bfloat16_units")
+    assert units, "train.json records no bfloat16_units: rerun python -m benchmarks.train"
+    monkeypatch.setattr(precision, "has_gpu", lambda: False)
+    monkeypatch.setattr(precision, "bfloat16_units", lambda: units)
+    chosen = precision.default_precision()
+    expected = (chosen, precision.default_jit_compile(chosen))
+    rows = [r for r in measured["rows"] if not r["recompute"] and "step_s" in r]
+    for length in sorted({r["length"] for r in rows}):
+        fastest = min((r for r in rows if r["length"] == length), key=lambda r: r["step_s"])
+        assert (fastest["precision"], fastest["xla"]) == expected, (length, fastest)
