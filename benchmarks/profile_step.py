@@ -1,7 +1,8 @@
 """Where a training step's time goes, and its matmuls' share of the machine's peak (TensorFlow on CPU, no XLA).
 
 One step of a MiniLM-size model (random weights, batch 1) per (task, length, precision), profiled by TensorFlow's
-profiler after two warm-up steps. Each op's time is put in a group: the encoder's dense matmuls, its attention
+profiler after two warm-up steps, one op at a time (TensorFlow's inter-op parallelism 1: each op on every core, so
+the ops' times add up to the step's). Each op's time is put in a group: the encoder's dense matmuls, its attention
 matmuls, the softmax (forward and gradient), transposes, casts, the task head (the gathered MLM head, or the classifier), the
 optimizer's update, and the rest (layer norm, GELU, adds, dropout, copies). The matmul groups get their achieved
 GFLOP/s from the model's FLOPs (forward + backward = 3x the forward's), and that as a share of the peak a 2,048²
@@ -130,6 +131,7 @@ def child(task, length, precision, quick):
     """Profile one step; print its row as JSON."""
     import tensorflow as tf
 
+    tf.config.threading.set_inter_op_parallelism_threads(1)   # one op at a time, on every core: op times add up
     config = TINY if quick else {k: MINILM[k] for k in ("vocab_size", "hidden_size", "num_hidden_layers",
                                                         "num_attention_heads", "intermediate_size")}
     model, (x, y, weights) = build_step(config, length, task, precision)
