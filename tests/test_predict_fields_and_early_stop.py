@@ -99,3 +99,24 @@ def test_rerunning_an_early_stopped_run_trains_no_further(tiny_bert, tmp_path, c
     assert [e["epoch"] for e in json.loads((run / "metrics.json").read_text())["epochs"]] == [1, 2, 3]
     for a, b in zip(first, keras.models.load_model(str(run / "classifier.keras")).weights):
         np.testing.assert_array_equal(a, b.numpy())
+
+
+def test_predict_reads_a_run_at_a_shorter_seq_len_and_refuses_a_longer_one(classifier_run, tmp_path, capsys):
+    """``--seq-len 4`` on a run fine-tuned at 8 reads [CLS], the first 2 pieces and [SEP] (test-time truncation):
+    the probabilities the model itself gives those ids; 16 is refused before anything runs (it was ignored)."""
+    from bert4long.tokenizers import load_tokenizer
+
+    given = _write(tmp_path / "in.jsonl", [{"text": "w1 w2 w3 w4 w5 w6"}])
+    output = tmp_path / "out.jsonl"
+    assert main(["predict", "--run", classifier_run, "--input", given, "--output", str(output), "--seq-len", "4",
+                 "--quiet"]) == 0
+    probabilities = json.loads(output.read_text())["probabilities"]
+    ids = load_tokenizer(classifier_run).encode("w1 w2 w3 w4 w5 w6", maxlen=4)[0]
+    assert len(ids) == 4
+    model = tasks.load_run_model(classifier_run, tasks.read_run_settings(classifier_run, ""))
+    logits = model.predict([np.array([ids]), np.zeros((1, 4), "int32")], verbose=0)[0].astype("float64")
+    expected = np.exp(logits - logits.max()) / np.exp(logits - logits.max()).sum()
+    np.testing.assert_allclose([probabilities["a"], probabilities["b"]], expected, atol=1e-5)
+    assert main(["predict", "--run", classifier_run, "--input", given, "--output", str(tmp_path / "long.jsonl"),
+                 "--seq-len", "16", "--quiet"]) == 1
+    assert "--seq-len 16 is longer than the 8 tokens" in capsys.readouterr().err

@@ -755,8 +755,8 @@ def add_predict_arguments(parser):
     parser.add_argument("--output", required=True, help="the .jsonl to write (an existing file only with --overwrite)")
     parser.add_argument("--overwrite", action="store_true", help="replace an existing --output (or --metrics) file")
     parser.add_argument("--seq-len", type=positive_int,
-                        help="--checkpoint only: window length (default: the checkpoint's trained length, or 512); "
-                             "a --run uses its own")
+                        help="tokens read per window (default: a --run's fine-tuned length; a --checkpoint's trained "
+                             "length, or 512); shorter than a --run's reads each document cut there")
     parser.add_argument("--batch-size", type=positive_int, default=8, help="documents per batch (default 8)")
     add_reading_arguments(parser)
     parser.add_argument("--metrics", help="labelled input only: also write the scores (printed as a table) to this "
@@ -896,19 +896,32 @@ def load_run_model(run, settings):
 
 
 def check_predict_arguments(args, given):
-    """Refuse, before anything is read, an --output or --metrics with no folder to write it in, and a --checkpoint
-    that is not one."""
+    """Refuse, before anything is read, an --output or --metrics with no folder to write it in, a --checkpoint
+    that is not one, and a --seq-len a --run cannot read."""
     _check_output_folders(args)
     check_checkpoint(args)
+    if args.run and args.seq_len:
+        _check_run_seq_len(args, read_run_settings(args.run, "or --checkpoint for embeddings"))
+
+
+def _check_run_seq_len(args, settings):
+    """A --run reads a --seq-len up to the length it was fine-tuned at, except a model that pools --chunks windows."""
+    trained = settings["seq_len"]
+    if args.seq_len > trained:
+        raise ValueError(f"--seq-len {args.seq_len} is longer than the {trained} tokens {args.run} was fine-tuned at: "
+                         f"use --seq-len {trained} or less, or leave it out")
+    if settings.get("pooling") == "chunks" and args.seq_len != trained:
+        raise ValueError(f"{args.run} pools --chunks {settings['chunks']} windows of {trained} tokens inside the "
+                         "model, which cannot read other windows: leave --seq-len out")
 
 
 def _predict_settings(args, source):
-    """``(task, settings, seq_len)`` of `predict`: a --run's (its finetune.json, and the length it was trained at), or
-    ``('embed', None, seq_len)`` for --checkpoint (``source``): --seq-len, else its trained length or 512, refused
-    beyond its positions."""
+    """``(task, settings, seq_len)`` of `predict`: a --run's (its finetune.json, and --seq-len or the length it was
+    trained at: `_check_run_seq_len`), or ``('embed', None, seq_len)`` for --checkpoint (``source``): --seq-len, else
+    its trained length or 512, refused beyond its positions."""
     if args.run:
         settings = read_run_settings(args.run, "or --checkpoint for embeddings")
-        return settings["task"], settings, settings["seq_len"]
+        return settings["task"], settings, args.seq_len or settings["seq_len"]
     trained = source.trained_positions
     seq_len = args.seq_len or trained or 512
     if trained and seq_len > trained:
