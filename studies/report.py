@@ -1060,6 +1060,52 @@ def classification_headline(data):
             + f" (best: {best})."]
 
 
+def one_class_macro_f1(gold):
+    """The macro-F1 of answering the most common label of ``gold`` every time (two labels: 2p / (1 + p) / 2)."""
+    share = max(gold.count(label) for label in set(gold)) / len(gold)
+    return 2 * share / (1 + share) / len(set(gold))
+
+
+def class_weight_section(data, number):
+    """`studies/finetune_study.py` with and without ``--class-weight balanced``: macro-F1 after every epoch of every
+    seed, the last epoch's mean ± SE, the smaller class's recall, the epochs that answered one class only, the memory
+    `finetune` estimated before the run against the peak it reached, and the run folder's size."""
+    runs = sorted(data.get("runs", []), key=lambda r: (r["model"], r["seed"]))
+    if not runs:
+        return []
+    gold, settings = data["gold"], data.get("settings", {})
+    minority = min(set(gold), key=gold.count)
+    floor = one_class_macro_f1(gold)
+    out = [f"## {number}. Class weights on an imbalanced task: `finetune --class-weight balanced` against none\n",
+           (f"The speech task of the fine-tuning sections ({data['data']['train']} training, {data['data']['valid']} "
+            f"validation speeches; {pct(1 - gold.count(minority) / len(gold))} of them the larger class), "
+            f"{settings.get('epochs')} epochs, learning rate {settings.get('learning_rate')}, batch "
+            f"{settings.get('batch_size')}, one `bert4long finetune` process per seed. Macro-F1 after each epoch; "
+            f"{fmt(floor)} is what answering the larger class every time scores (an epoch at or below it answered one "
+            f"class only). Recall of the smaller class ({minority}) after the last epoch. Memory: what `finetune` "
+            "printed before training against the peak resident memory the run reached; folder: the run's --out after "
+            "it finished (default --keep-checkpoints).\n"),
+           stamp_line(data.get("stamp")) + "\n"]
+    epochs = max(len(r["macro_f1_per_epoch"]) for r in runs)
+    out.append(table(["model", "seed", *(f"epoch {e + 1}" for e in range(epochs)), f"{minority} recall"],
+                     [[r["model"], r["seed"], *r["macro_f1_per_epoch"], fmt(r["recall"][minority])] for r in runs])
+               + "\n")
+    rows = []
+    for model in dict.fromkeys(r["model"] for r in runs):
+        mine = [r for r in runs if r["model"] == model]
+        last = [r["last_macro_f1"] for r in mine]
+        one_class = sum(f1 <= floor + 1e-4 for r in mine for f1 in r["macro_f1_per_epoch"])
+        rows.append([model, len(mine), fmt(float(np.mean(last))) + (f" ± {fmt(standard_error(last))}" if len(last) > 1
+                                                                     else " (one seed)"),
+                     fmt(float(np.mean([r["recall"][minority] for r in mine]))),
+                     f"{one_class} of {sum(len(r['macro_f1_per_epoch']) for r in mine)}",
+                     fmt(max(r["estimated_peak_gib"] for r in mine)), fmt(max(r["peak_rss_gb"] for r in mine)),
+                     fmt(max(r["folder_mb"] for r in mine), 0)])
+    out.append(table(["model", "seeds", "last macro-F1", f"{minority} recall", "one-class epochs",
+                      "estimated GiB", "peak GB", "folder MB"], rows) + "\n")
+    return out
+
+
 def finetune_study_section(data, number):
     """`studies/finetune_study.py`: each model fine-tuned with several seeds, last-epoch scores as mean ± SE."""
     settings = data.get("settings", {})
@@ -1214,6 +1260,7 @@ def build_report(studies_dir, benchmarks_dir, figures, out_path):
     speed = load_json(os.path.join(benchmarks_dir, "speed.json"))
     raw_text = load_json(os.path.join(benchmarks_dir, "raw_text_serving.json"))
     finetune_study = load_json(os.path.join(studies_dir, "finetune_study.json"))
+    class_weights = load_json(os.path.join(studies_dir, "finetune_class_weights.json"))
     headline = []
     if extension:
         headline += extension_headline(extension, finetune_study)
@@ -1258,6 +1305,8 @@ def build_report(studies_dir, benchmarks_dir, figures, out_path):
         sections.append(lambda k: finetune_lengths_section(finetune_lengths, k))
     if finetune_study:
         sections.append(lambda k: finetune_study_section(finetune_study, k))
+    if class_weights:
+        sections.append(lambda k: class_weight_section(class_weights, k))
     if extension:
         sections.append(lambda k: remake_section(extension, finetune_study, k))
     for name, title in PEERS:
