@@ -23,7 +23,7 @@ import os
 import tempfile
 import time
 
-from benchmarks.common import MINILM, machine_stamp, print_table, run_isolated, write_json
+from benchmarks.common import MINILM, machine_stamp, median_time, print_table, run_isolated, write_json
 from bert4long.precision import bfloat16_units
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -87,19 +87,12 @@ def op_times(logdir):
 
 def matmul_peak(precision):
     """GFLOP/s of a 2,048² matmul in ``precision``'s compute dtype (median of 5)."""
-    import numpy as np
     import tensorflow as tf
 
     dtype = tf.bfloat16 if "bfloat16" in precision else tf.float32
     a = tf.cast(tf.random.normal((2048, 2048)), dtype)
     product = tf.function(lambda x: tf.matmul(x, x))
-    product(a).numpy()
-    times = []
-    for _ in range(5):
-        start = time.perf_counter()
-        product(a).numpy()
-        times.append(time.perf_counter() - start)
-    return 2 * 2048**3 / float(np.median(times)) / 1e9
+    return 2 * 2048**3 / median_time(lambda: product(a).numpy(), 5) / 1e9
 
 
 def build_step(config, length, task, precision):

@@ -190,9 +190,9 @@ def export_saved_model(
     >>> serve = tf.saved_model.load("exported/").signatures["serving_default"]  # doctest: +SKIP
     >>> serve(token_ids=ids, segment_ids=segs)["sequence_output"]  # doctest: +SKIP
     """
-    model = _computed_in(model, precision)
     input_names = [tensor.name for tensor in model.inputs]
     _check_servable_inputs(input_names)
+    model = _computed_in(model, precision)   # (after the checks: a refused model is not copied first)
     names = _output_names(model)
     max_length = export_max_length(model, max_length)
     if raw_text:

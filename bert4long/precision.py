@@ -13,8 +13,12 @@ AMX, Arm's BF16)                                           matmuls use the bfloa
 any other CPU                             float32          XLA
 ========================================  ===============  ====================================
 
-`path_line` says in one line what was chosen and why, for a user to read before a run starts.
+Serving (`bert4long export --precision auto`) computes in bfloat16 on a CPU with bfloat16 units
+(`serving_precision`). `path_line` says in one line what was chosen and why (`auto_reason`), for a user to read
+before a run starts.
 """
+import functools
+
 import keras
 
 # /proc/cpuinfo flags of CPUs whose bfloat16 matmuls run faster than float32 (x86: "flags", Arm: "Features").
@@ -39,6 +43,7 @@ def has_gpu() -> bool:
     return False
 
 
+@functools.cache   # (read once per process: auto asks several times)
 def bfloat16_units(cpuinfo: str = "/proc/cpuinfo") -> str | None:
     """The flag naming this CPU's bfloat16 matmul units (``'avx512_bf16'``, ``'amx_bf16'``, ``'bf16'``), or None.
 
@@ -65,6 +70,24 @@ def default_precision() -> str:
     return "mixed_bfloat16" if bfloat16_units() else "float32"
 
 
+def serving_precision() -> str:
+    """What ``export --precision auto`` serves in: ``'bfloat16'`` on a CPU with bfloat16 units, else ``'float32'``.
+
+    >>> serving_precision() in ("bfloat16", "float32")
+    True
+    """
+    return "bfloat16" if bfloat16_units() else "float32"
+
+
+def auto_reason() -> str:
+    """What auto's choice rests on: ``'a GPU'``, ``'this CPU has avx512_bf16'`` (its bfloat16 units), or ``'this CPU
+    has no bfloat16 units'``."""
+    if has_gpu():
+        return "a GPU"
+    units = bfloat16_units()
+    return f"this CPU has {units}" if units else "this CPU has no bfloat16 units"
+
+
 def default_jit_compile(precision: str) -> bool:
     """Whether the training step is compiled with XLA under ``precision``: not for bfloat16 on a CPU.
 
@@ -83,10 +106,6 @@ def path_line(precision: str, jit_compile: bool, chosen: bool) -> str:
     line = f"precision: {precision}, {'with' if jit_compile else 'without'} XLA"
     if not chosen:
         return line
-    if has_gpu():
-        return f"{line} (auto: a GPU)"
-    units = bfloat16_units()
-    if units:
-        return (f"{line} (auto: this CPU has {units}; TensorFlow's oneDNN matmuls use it, XLA's CPU code does not; "
-                "--precision float32 for exact float32 numbers)")
-    return f"{line} (auto: this CPU has no bfloat16 units, so float32)"
+    why = {"mixed_bfloat16": "; TensorFlow's oneDNN matmuls use it, XLA's CPU code does not; --precision float32 for "
+                             "exact float32 numbers", "float32": ", so float32"}.get(precision, "")
+    return f"{line} (auto: {auto_reason()}{why})"

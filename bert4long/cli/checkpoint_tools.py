@@ -86,13 +86,14 @@ def run_export(args, resolved):
 
 
 def _export_precision(args):
-    """--precision, auto resolved by this CPU's bfloat16 units, and said in one line."""
-    from bert4long.precision import bfloat16_units
+    """--precision, auto resolved by `bert4long.precision.serving_precision`, and said in one line."""
+    from bert4long.precision import auto_reason, serving_precision
 
-    units = bfloat16_units()
-    precision = ("bfloat16" if units else "float32") if args.precision == "auto" else args.precision
-    reason = f" (auto: this CPU {'has ' + units if units else 'has no bfloat16 units'})" if args.precision == "auto" else ""
-    print(f"serving precision: {precision}{reason}", flush=True)
+    if args.precision != "auto":
+        print(f"serving precision: {args.precision}", flush=True)
+        return args.precision
+    precision = serving_precision()
+    print(f"serving precision: {precision} (auto: {auto_reason()})", flush=True)
     return precision
 
 
