@@ -70,10 +70,10 @@ def served_labels(run, precision, texts, work):
 
 def classifier_row(run, work):
     """Macro-F1 and accuracy of ``run``'s classifier served in float32 and in bfloat16, on its validation file."""
+    from bert4long.cli.tasks import read_run_settings
     from bert4long.training.metrics import classification_scores
 
-    with open(os.path.join(run, "finetune.json")) as f:
-        settings = json.load(f)
+    settings = read_run_settings(run, "a `bert4long finetune --task classify` run folder")
     with open(settings["valid"]) as f:
         documents = [json.loads(line) for line in f if line.strip()]
     texts, gold = [d["text"] for d in documents], [str(d["label"]) for d in documents]

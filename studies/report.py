@@ -1062,8 +1062,10 @@ def classification_headline(data):
 
 def one_class_macro_f1(gold):
     """The macro-F1 of answering the most common label of ``gold`` every time (two labels: 2p / (1 + p) / 2)."""
-    share = max(gold.count(label) for label in set(gold)) / len(gold)
-    return 2 * share / (1 + share) / len(set(gold))
+    from bert4long.training.metrics import classification_scores
+
+    majority = max(set(gold), key=gold.count)
+    return classification_scores(gold, [majority] * len(gold), sorted(set(gold)))["macro_f1"]
 
 
 def class_weight_section(data, number):
