@@ -17,10 +17,13 @@ a copy of the folder whose table holds those same rows materialized (the setup c
 transformers give the same hidden states on one request before anything is timed). Each (size, length, batch,
 implementation) runs in a fresh process, watched for memory (killed past ``--memory-limit-gb``: the row says so);
 a row reports the median of ``--repeats`` timed calls after one warm-up, their spread (min and max), tokens per
-second and the process's peak resident memory. All rows of a table come from one run: compare within it.
+second, the process's peak resident memory and the machine's 1-minute load average when it started. With ``--add``
+a run keeps the rows of earlier runs it does not measure again (one run per size, say); each row names its run, and
+ratios are taken only between rows of one run.
 
     python -m benchmarks.serving                                  # the full table (hours on 2 cores)
     python -m benchmarks.serving --sizes minilm --lengths 512 2048
+    python -m benchmarks.serving --add --sizes base --lengths 8192 --batches 1    # add rows to serving.json
     python -m benchmarks.serving --quick                          # tiny model, short inputs (a smoke run)
 
 Needs ``pip install onnxruntime onnx onnxscript`` for the ONNX rows (a row without them says so).
@@ -35,7 +38,7 @@ import sys
 import tempfile
 import time
 
-from benchmarks.common import ROOT, machine_stamp, peak_rss_gb, print_table, run_watched, write_json
+from benchmarks.common import ROOT, load_json, machine_stamp, peak_rss_gb, print_table, run_watched, write_json
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 TRAINED = 512
@@ -221,14 +224,27 @@ def missing(impl):
     return f"needs pip install {' '.join(absent)}" if absent else None
 
 
+KEY = ("size", "length", "batch", "impl")
+
+
+def merged(rows, earlier):
+    """This run's ``rows`` and the ``earlier`` rows it did not measure again, in table order, with their ratios."""
+    measured = {tuple(r[k] for k in KEY) for r in rows}
+    rows = rows + [r for r in earlier if tuple(r[k] for k in KEY) not in measured]
+    rows.sort(key=lambda r: (list(SIZES).index(r["size"]), r["length"], r["batch"], IMPLS.index(r["impl"])))
+    add_ratios(rows)
+    return rows
+
+
 def add_ratios(rows):
-    """Each bert4long row's tokens per second over ONNX Runtime's and transformers' on the same request."""
+    """Each bert4long row's tokens per second over ONNX Runtime's and transformers' on the same request, measured
+    in the same run."""
     for row in rows:
         if row["impl"] in ("onnxruntime", "transformers") or "tokens_per_s" not in row:
             continue
         for peer in ("onnxruntime", "transformers"):
             other = next((r for r in rows if r["impl"] == peer and "tokens_per_s" in r
-                          and all(r[k] == row[k] for k in ("size", "length", "batch"))), None)
+                          and all(r.get(k) == row.get(k) for k in ("size", "length", "batch", "run"))), None)
             if other:
                 row[f"x_vs_{peer}"] = round(row["tokens_per_s"] / other["tokens_per_s"], 2)
 
@@ -245,6 +261,8 @@ def main():
     parser.add_argument("--work", help="folder for the weights, ONNX files and SavedModels (default: a new one)")
     parser.add_argument("--quick", action="store_true", help="tiny model and lengths (a smoke run)")
     parser.add_argument("--out", default=os.path.join(HERE, "results", "serving.json"))
+    parser.add_argument("--add", action="store_true",
+                        help="keep the rows already in --out that this run does not measure again")
     parser.add_argument("--one", nargs=4, metavar=("IMPL", "SIZE", "LENGTH", "BATCH"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     work = args.work or tempfile.mkdtemp(prefix="serving-")
@@ -254,27 +272,30 @@ def main():
         return
     sizes, lengths = (["tiny"], args.lengths or [32, 96]) if args.quick else (args.sizes, args.lengths or [512, 2048, 8192])
     repeats = 1 if args.quick else args.repeats
+    out = args.out.replace(".json", "_quick.json") if args.quick else args.out
+    earlier = load_json(out) if args.add else None
+    stamps = (earlier or {}).get("stamps", []) + [machine_stamp()]
     rows = []
     for size in sizes:
         make_folders(size, lengths, work)   # once, before any row is timed
         for length in lengths:
             for batch in args.batches:
                 for impl in args.impls:
-                    row = {"impl": impl, "size": size, "length": length, "batch": batch}
+                    row = {"impl": impl, "size": size, "length": length, "batch": batch,
+                           "run": len(stamps) - 1, "load": round(os.getloadavg()[0], 2)}
                     if missing(impl):
                         row["status"] = missing(impl)
                     else:
                         command = [sys.executable, "-m", "benchmarks.serving", "--one", impl, size, str(length),
                                    str(batch), "--repeats", str(repeats), "--work", work]
-                        row = run_watched(command, row, args.memory_limit_gb, args.time_limit,
-                                          env={**os.environ, "PYTHONPATH": ROOT, "TF_CPP_MIN_LOG_LEVEL": "3"})
+                        row = dict(row, **run_watched(command, row, args.memory_limit_gb, args.time_limit,
+                                                      env={**os.environ, "PYTHONPATH": ROOT, "TF_CPP_MIN_LOG_LEVEL": "3"}))
                     rows.append(row)
                     print(json.dumps(row), flush=True)
-    add_ratios(rows)
+    rows = merged(rows, (earlier or {}).get("rows", []))
     print_table(rows, ["size", "length", "batch", "impl", "median_s", "min_s", "max_s", "tokens_per_s", "peak_rss_gb",
-                       "x_vs_onnxruntime", "x_vs_transformers", "status"])
-    out = args.out.replace(".json", "_quick.json") if args.quick else args.out
-    write_json(out, {"stamp": machine_stamp(), "load_average": os.getloadavg(), "rows": rows})
+                       "x_vs_onnxruntime", "x_vs_transformers", "load", "run", "status"])
+    write_json(out, {"stamp": stamps[-1], "stamps": stamps, "rows": rows})
     print(f"wrote {out}")
 
 

@@ -1,0 +1,20 @@
+"""benchmarks/serving.py's ``--add``: rows of earlier runs are kept unless measured again, and a bert4long row is
+compared only with ONNX Runtime's and transformers' rows of its own run."""
+from benchmarks.serving import merged
+
+
+def row(impl, run, tokens_per_s, size="minilm", length=512, batch=1):
+    return {"impl": impl, "size": size, "length": length, "batch": batch, "run": run, "tokens_per_s": tokens_per_s}
+
+
+def test_a_later_run_replaces_the_rows_it_measures_and_keeps_the_others():
+    earlier = [row("savedmodel", 0, 100.0), row("onnxruntime", 0, 50.0), row("savedmodel", 0, 10.0, size="base")]
+    rows = merged([row("savedmodel", 1, 300.0), row("onnxruntime", 1, 100.0)], earlier)
+    assert [(r["size"], r["impl"], r["run"]) for r in rows] == [
+        ("minilm", "savedmodel", 1), ("minilm", "onnxruntime", 1), ("base", "savedmodel", 0)]
+    assert rows[0]["x_vs_onnxruntime"] == 3.0
+
+
+def test_ratios_are_taken_within_one_run_only():
+    rows = merged([row("savedmodel", 1, 300.0)], [row("onnxruntime", 0, 100.0), row("transformers", 0, 100.0)])
+    assert "x_vs_onnxruntime" not in rows[0] and "x_vs_transformers" not in rows[0]
