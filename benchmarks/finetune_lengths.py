@@ -61,7 +61,7 @@ def timed_finetune(options):
 
 
 def peak_rss_gb(text):
-    """The peak resident memory (GB) in GNU time's report within ``text``, or None."""
+    """The peak resident memory (GiB) in GNU time's report within ``text``, or None."""
     match = re.search(r"Maximum resident set size \(kbytes\): (\d+)", text)
     return round(int(match.group(1)) / 2**20, 2) if match else None
 

@@ -1104,7 +1104,7 @@ def class_weight_section(data, number):
                      fmt(max(r["estimated_peak_gib"] for r in mine)), fmt(max(r["peak_rss_gb"] for r in mine)),
                      fmt(max(r["folder_mb"] for r in mine), 0)])
     out.append(table(["model", "seeds", "last macro-F1", f"{minority} recall", "one-class epochs",
-                      "estimated GiB", "peak GB", "folder MB"], rows) + "\n")
+                      "estimated GiB", "peak GiB", "folder MB"], rows) + "\n")
     return out
 
 
