@@ -4,6 +4,7 @@ import json
 import os
 import platform
 import resource
+import signal
 import statistics
 import subprocess
 import sys
@@ -68,9 +69,31 @@ def run_watched(command, row, memory_limit_gb, time_limit, env=None):
     stdout, stderr = process.communicate()
     lines = [line for line in stdout.splitlines() if line.startswith("{")]
     if process.returncode or not lines:
-        error = (stderr.strip().splitlines() or ["no output"])[-1]
-        return dict(row, status=f"error: {error[:200]}")
+        return dict(row, status=failure(process.returncode, stderr), peak_rss_gb=round(peak / GIB, 3))
     return json.loads(lines[-1])
+
+
+OUT_OF_MEMORY = ("ResourceExhausted", "OOM when allocating", "Failed to allocate", "MemoryError", "bad_alloc",
+                 "Cannot allocate memory")
+
+
+def failure(returncode, stderr):
+    r"""Why a worker gave no result, in a row's words: killed by the system (its out-of-memory killer sends SIGKILL),
+    out of memory by its own report, or its last error line.
+
+    >>> failure(1, "Traceback ...\nResourceExhaustedError: OOM when allocating tensor\n [Op:__inference_serve_13]")
+    'out of memory: ResourceExhaustedError: OOM when allocating tensor'
+    >>> failure(-9, "").split(" (")[0]
+    'killed by SIGKILL'
+    """
+    if returncode == -signal.SIGKILL:
+        total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / GIB
+        return f"killed by SIGKILL (the system's out-of-memory killer: this machine has {total:.0f} GB)"
+    lines = stderr.strip().splitlines()
+    memory = next((line.strip() for line in lines if any(mark in line for mark in OUT_OF_MEMORY)), None)
+    if memory:
+        return f"out of memory: {memory[:160]}"
+    return f"error: {(lines or ['no output'])[-1][:200]}"
 
 
 def peak_rss_gb():

@@ -8,6 +8,8 @@ BERT-base's size, trained-length 512:
                     loaded with plain ``tf.saved_model.load``: what a TensorFlow server runs
   savedmodel-bf16   the same, exported with ``precision='bfloat16'`` (`bert4long export --precision bfloat16`)
   savedmodel-text   the same, exported with ``raw_text=True``: documents in, tokenized in the graph (``head``)
+  savedmodel-chunked  the same model with ``attention='chunked'`` (exact, keys in blocks of 256: memory linear in
+                    the length), exported as ``savedmodel``
   keras-predict     the Keras model's ``predict_on_batch`` (TensorFlow backend)
   onnxruntime       transformers' ``BertModel`` exported once by ``torch.onnx.export`` (the dynamo exporter, dynamic
                     batch and length), run by ONNX Runtime's CPU provider: what a user deploys instead
@@ -54,8 +56,8 @@ SIZES = {
     "base": dict(hidden_size=768, num_hidden_layers=12, num_attention_heads=12, intermediate_size=3072),
     "tiny": dict(hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64),
 }
-IMPLS = ("savedmodel", "savedmodel-bf16", "savedmodel-text", "keras-predict", "onnxruntime", "onnxruntime-text",
-         "transformers")
+IMPLS = ("savedmodel", "savedmodel-bf16", "savedmodel-text", "savedmodel-chunked", "keras-predict", "onnxruntime",
+         "onnxruntime-text", "transformers")
 VOCAB = 30522
 
 
@@ -154,7 +156,8 @@ def bert4long_call(impl, base, length, batch, work):
     from bert4long.models import build_transformer_model
     from bert4long.tokenizers import Tokenizer
 
-    model = build_transformer_model(checkpoint_path=base, hierarchical_position=length > TRAINED)
+    model = build_transformer_model(checkpoint_path=base, hierarchical_position=length > TRAINED,
+                                    attention="chunked" if impl == "savedmodel-chunked" else "full")
     ids = batch_of(length, batch)
     if impl == "keras-predict":
         inputs = [ids, np.zeros_like(ids)]
