@@ -1,15 +1,18 @@
-"""Where a training step's time goes, and its matmuls' share of the machine's peak (TensorFlow on CPU, no XLA).
+"""Where a training step's (or a served forward pass's) time goes, and its matmuls' share of the machine's peak
+(TensorFlow on CPU, no XLA).
 
 One step of a MiniLM-size model (random weights, batch 1) per (task, length, precision), profiled by TensorFlow's
 profiler after two warm-up steps, one op at a time (TensorFlow's inter-op parallelism 1: each op on every core, so
 the ops' times add up to the step's). Each op's time is put in a group: the encoder's dense matmuls, its attention
 matmuls, the softmax (forward and gradient), transposes, casts, the task head (the gathered MLM head, or the classifier), the
-optimizer's update, and the rest (layer norm, GELU, adds, dropout, copies). The matmul groups get their achieved
-GFLOP/s from the model's FLOPs (forward + backward = 3x the forward's), and that as a share of the peak a 2,048²
+optimizer's update, and the rest (layer norm, GELU, adds, dropout, copies). Task ``serve`` is the encoder's forward
+pass alone in a `tf.function`, what an exported SavedModel runs. The matmul groups get their achieved
+GFLOP/s from the model's FLOPs (a training step's forward + backward = 3x the forward's), and that as a share of the peak a 2,048²
 matmul reaches in the same process and precision. Without XLA: XLA fuses the ops the profile would name, and the
 bfloat16 path, this CPU's fastest, runs without it (`bert4long.precision`).
 
     python -m benchmarks.profile_step               # mlm and finetune, 512 and 2,048, float32 and mixed_bfloat16
+    python -m benchmarks.profile_step --tasks serve --out benchmarks/results/profile_serve.json
     python -m benchmarks.profile_step --quick       # tiny model, 64 tokens (a smoke run)
 
 Writes benchmarks/results/profile_step.json (profile_step_quick.json with --quick).
@@ -34,12 +37,14 @@ OPTIMIZER_SCOPES = ("adam_w", "adamw", "adam", "sgd")   # Keras optimizers' name
 
 
 def step_flops(config, length, task):
-    """``{group: FLOP}`` of one training step (batch 1): 3x the forward's, per matmul group."""
+    """``{group: FLOP}`` of one training step (batch 1): 3x the forward's, per matmul group; of the forward pass
+    alone for ``serve``."""
     e, f, layers, vocab = (config[k] for k in ("hidden_size", "intermediate_size", "num_hidden_layers", "vocab_size"))
     dense = layers * 2 * length * (4 * e * e + 2 * e * f)
     attention = layers * 2 * 2 * length * length * e
-    head = 2 * int(MASKED_SHARE * length) * (e * e + e * vocab) if task == "mlm" else 2 * e * 2
-    return {"dense matmuls": 3 * dense, "attention matmuls": 3 * attention, "head": 3 * head}
+    head = {"mlm": 2 * int(MASKED_SHARE * length) * (e * e + e * vocab), "finetune": 2 * e * 2}.get(task, 0)
+    passes = 1 if task == "serve" else 3
+    return {"dense matmuls": passes * dense, "attention matmuls": passes * attention, "head": passes * head}
 
 
 def group_of(name, op_type):
@@ -96,7 +101,8 @@ def matmul_peak(precision):
 
 
 def build_step(config, length, task, precision):
-    """The compiled model and one batch of ``task`` (mlm: the gathered head; finetune: a 2-label classifier)."""
+    """The compiled model and one batch of ``task`` (mlm: the gathered head; finetune: a 2-label classifier; serve:
+    the encoder, not compiled)."""
     import numpy as np
 
     from bert4long.models import build_transformer_model
@@ -105,6 +111,9 @@ def build_step(config, length, task, precision):
     rng = np.random.default_rng(0)
     tokens = rng.integers(5, config["vocab_size"] - 1, (1, length)).astype("int32")
     model_config = dict(config, max_position=512, hierarchical_position=length > 512)
+    if task == "serve":
+        with dtype_policy(precision):
+            return build_transformer_model(**model_config), ([tokens, tokens * 0], None, None)
     if task == "mlm":
         with dtype_policy(precision):
             model = build_transformer_model(with_mlm="linear", gathered_mlm=True, **model_config)
@@ -128,12 +137,18 @@ def child(task, length, precision, quick):
     config = TINY if quick else {k: MINILM[k] for k in ("vocab_size", "hidden_size", "num_hidden_layers",
                                                         "num_attention_heads", "intermediate_size")}
     model, (x, y, weights) = build_step(config, length, task, precision)
+    forward = tf.function(lambda inputs: model(inputs)) if task == "serve" else None
+
+    def step():
+        if forward is not None:
+            return forward(x).numpy()
+        return model.train_on_batch(x, y, sample_weight=weights)
     for _ in range(2):
-        model.train_on_batch(x, y, sample_weight=weights)
+        step()
     logdir = tempfile.mkdtemp()
     tf.profiler.experimental.start(logdir)
     start = time.perf_counter()
-    model.train_on_batch(x, y, sample_weight=weights)
+    step()
     step_s = time.perf_counter() - start
     tf.profiler.experimental.stop()
     times = op_times(logdir)
@@ -143,7 +158,7 @@ def child(task, length, precision, quick):
            **{f"{group} ms": round(times.get(group, 0.0), 1) for group in GROUPS}, "peak GFLOP/s": round(peak, 1)}
     for group, count in flops.items():
         ms = times.get(group, 0.0)
-        if task == "mlm" or group != "head":   # (a classifier's head is a few thousand FLOPs: no rate)
+        if task == "mlm" or group != "head":   # (a classifier's head is a few thousand FLOPs, serving has none: no rate)
             row[f"{group} GFLOP/s"] = round(count / (ms / 1e3) / 1e9, 1) if ms else None
     matmul_ms = sum(times.get(g, 0.0) for g in ("dense matmuls", "attention matmuls"))
     matmul_flops = flops["dense matmuls"] + flops["attention matmuls"]
@@ -154,7 +169,7 @@ def child(task, length, precision, quick):
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--tasks", nargs="+", default=["mlm", "finetune"], choices=["mlm", "finetune"])
+    parser.add_argument("--tasks", nargs="+", default=["mlm", "finetune"], choices=["mlm", "finetune", "serve"])
     parser.add_argument("--lengths", type=int, nargs="+", default=[512, 2048])
     parser.add_argument("--precisions", nargs="+", default=["float32", "mixed_bfloat16"])
     parser.add_argument("--quick", action="store_true", help="tiny model, 64 tokens")
