@@ -3,6 +3,7 @@ import csv
 import json
 import os
 import platform
+import re
 import resource
 import signal
 import statistics
@@ -89,7 +90,7 @@ def failure(returncode, stderr):
     if returncode == -signal.SIGKILL:
         total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / GIB
         return f"killed by SIGKILL (the system's out-of-memory killer: this machine has {total:.0f} GB)"
-    lines = stderr.strip().splitlines()
+    lines = re.sub(r"\x1b\[[0-9;]*m", "", stderr).strip().splitlines()   # (without terminal colours)
     memory = next((line.strip() for line in lines if any(mark in line for mark in OUT_OF_MEMORY)), None)
     if memory:
         return f"out of memory: {memory[:160]}"

@@ -4,8 +4,15 @@ import math
 import keras
 from keras import ops
 
-from bert4long.attention.base import AttentionKernel, mask_scores, register_attention_kernel
-from bert4long.attention.blocks import check_positive_int, pad_to_multiple, to_blocks
+from bert4long.attention.base import (
+    MASKED_SCORE,
+    AttentionKernel,
+    causal_keep,
+    mask_scores,
+    register_attention_kernel,
+    with_key_mask_column,
+)
+from bert4long.attention.blocks import check_positive_int, merge_axes, pad_to_multiple, to_blocks
 from bert4long.ops.dropout import stateless_uniform
 
 
@@ -17,7 +24,9 @@ class ChunkedAttention(AttentionKernel):
     FlashAttention: the forward pass keeps only the output and the row
     log-sum-exp, and the backward pass (a `keras.ops.custom_gradient`) recomputes each
     ``[length, block_size]`` score block instead of storing the ``[length, length]``
-    matrix. Results equal ``'full'`` to float32 rounding, outputs and gradients.
+    matrix. Results equal ``'full'`` to float32 rounding, outputs and gradients. Without dropout and ``bias``
+    (serving, ``predict``) the forward pass takes ``block_size`` queries at a time against every key instead, one
+    exact softmax each: the same memory, without the running rescaling.
     Supports ``causal``, the key padding mask, a dense additive ``bias``
     (sliced per key block; its gradient is returned too) and dropout, whose
     masks are drawn statelessly from a per-call seed so that the backward pass
@@ -158,9 +167,12 @@ def _online_softmax_attention(tensors, keep_blocks, seed, rate, causal):
             ops.zeros((batch, heads, length), dtype=q.dtype),
             ops.zeros((batch, heads, length, v_blocks.shape[-1]), dtype=q.dtype),
         )
-        (m, l, acc), _ = _loop(forward_step, init, xs)
-        lse = m + ops.log(l)
-        out = acc / l[..., None]  # [batch, heads, q, dv]
+        if rate or bias_blocks is not None:
+            (m, l, acc), _ = _loop(forward_step, init, xs)
+            lse = m + ops.log(l)
+            out = acc / l[..., None]  # [batch, heads, q, dv]
+        else:
+            out, lse = _by_query_blocks(q, k_blocks, v_blocks, keep_blocks, causal)
 
         def gradient(*args, upstream=None):
             # TensorFlow and JAX pass the output's gradient alone; PyTorch passes the inputs and ``upstream``
@@ -192,6 +204,35 @@ def _online_softmax_attention(tensors, keep_blocks, seed, rate, causal):
         return ops.transpose(out, (0, 2, 1, 3)), gradient
 
     return attention(*constants, *tensors)
+
+
+def _by_query_blocks(q, k_blocks, v_blocks, keep_blocks, causal):
+    """The forward pass a block of queries at a time, each against every key with one exact softmax:
+    ``[batch, heads, q, dv]`` and the rows' log-sum-exp ``[batch, heads, q]``. The key mask is added inside
+    ``q @ k`` (`with_key_mask_column`)."""
+    block, length = k_blocks.shape[2], ops.shape(q)[1]
+    k, v, keep = (merge_axes(ops.moveaxis(t, 0, 1), 1) for t in (k_blocks, v_blocks, keep_blocks))  # [batch, keys, ...]
+    q, k = with_key_mask_column(q * (1.0 / math.sqrt(q.shape[-1])), k, keep[:, None, None, :])
+    q_blocks = ops.moveaxis(to_blocks(pad_to_multiple(q, block), block), 1, 0)   # [n, batch, block, heads, d + 1]
+    k_positions = ops.arange(ops.shape(k)[1])
+
+    def step(j, carry, x):
+        scores = ops.einsum("bqhd,bkhd->bhqk", x[0], k)
+        if causal:
+            keep_j = causal_keep(j * block + ops.arange(block), k_positions)[None, None]
+            scores = ops.where(keep_j, scores, MASKED_SCORE)
+        probs = ops.softmax(scores, axis=-1)
+        # the rows' log-sum-exp from two reductions (no pass that writes): max p = exp(max s - lse)
+        lse = ops.max(scores, axis=-1) - ops.log(ops.max(probs, axis=-1))
+        return carry, (ops.einsum("bhqk,bkhd->bhqd", probs, v), lse)
+
+    batch, heads = ops.shape(q)[0], ops.shape(q)[2]
+    blocks = ops.shape(q_blocks)[0]
+    like = (ops.zeros((blocks, batch, heads, block, v.shape[-1]), q.dtype), ops.zeros((blocks, batch, heads, block),
+                                                                                      q.dtype))
+    _, (out, lse) = _loop(step, (), (q_blocks,), like)
+    out, lse = (merge_axes(ops.moveaxis(t, 0, 2), 2)[:, :, :length] for t in (out, lse))
+    return out, lse
 
 
 def _unpack(x):
