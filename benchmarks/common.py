@@ -52,6 +52,11 @@ def run_watched(command, row, memory_limit_gb, time_limit, env=None):
     ``memory_limit_gb`` (with the peak seen) or ``time_limit`` seconds, or the worker's last error line.
     """
     process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=ROOT)
+    try:   # when memory runs out, the system's killer takes the worker, not this process and its earlier rows
+        with open(f"/proc/{process.pid}/oom_score_adj", "w") as f:
+            f.write("1000")
+    except OSError:   # no /proc (not Linux)
+        pass
     start, peak, status = time.time(), 0, None
     while process.poll() is None:
         try:

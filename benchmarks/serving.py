@@ -330,6 +330,12 @@ def main():
     earlier = load_json(out) if args.add else None
     stamps = (earlier or {}).get("stamps", []) + [machine_stamp()]
     rows = []
+
+    def save():   # after every row: a run stopped half way keeps what it measured
+        table = merged(rows, (earlier or {}).get("rows", []))
+        write_json(out, {"stamp": stamps[-1], "stamps": stamps, "rows": table})
+        return table
+
     for size in sizes:
         make_folders(size, lengths, work)   # once, before any row is timed
         for length in lengths:
@@ -346,10 +352,9 @@ def main():
                                                       env={**os.environ, "PYTHONPATH": ROOT, "TF_CPP_MIN_LOG_LEVEL": "3"}))
                     rows.append(row)
                     print(json.dumps(row), flush=True)
-    rows = merged(rows, (earlier or {}).get("rows", []))
-    print_table(rows, ["size", "length", "batch", "impl", "median_s", "min_s", "max_s", "tokens_per_s", "peak_rss_gb",
+                    save()
+    print_table(save(), ["size", "length", "batch", "impl", "median_s", "min_s", "max_s", "tokens_per_s", "peak_rss_gb",
                        "x_vs_onnxruntime", "x_vs_onnxruntime-text", "x_vs_transformers", "load", "run", "status"])
-    write_json(out, {"stamp": stamps[-1], "stamps": stamps, "rows": rows})
     print(f"wrote {out}")
 
 
