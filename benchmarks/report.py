@@ -263,6 +263,38 @@ def generic_section(title, data, figure=None):
     return out
 
 
+SERVING_IMPLS = ("savedmodel", "savedmodel-bf16", "savedmodel-chunked", "savedmodel-text", "keras-predict",
+                 "onnxruntime", "onnxruntime-text", "transformers")
+
+
+def serving_section(title, data, figure=None):
+    """benchmarks/serving.py: tokens per second (peak GB) by request and implementation, then every row."""
+    rows = data.get("rows", [])
+    sizes = ("minilm", "base", "tiny")
+    requests = sorted({(r["size"], r["length"], r["batch"]) for r in rows},
+                      key=lambda key: (sizes.index(key[0]) if key[0] in sizes else 9, *key[1:]))
+    impls = [i for i in SERVING_IMPLS if any(r["impl"] == i for r in rows)]
+
+    def cell(request, impl):
+        row = next((r for r in rows if (r["size"], r["length"], r["batch"]) == request and r["impl"] == impl), None)
+        if row is None:
+            return "not run"
+        if "tokens_per_s" in row:
+            return f"{row['tokens_per_s']:,.0f} ({row['peak_rss_gb']:.1f} GB)"
+        return "out of memory" if "memory" in row["status"] or "SIGKILL" in row["status"] else row["status"]
+
+    pivot = table(["size", "tokens × batch", *impls],
+                  [[size, f"{length:,} × {batch}", *(cell((size, length, batch), i) for i in impls)]
+                   for size, length, batch in requests])
+    out = generic_section(title, data, figure)
+    out.insert(2, "Tokens per second (the process's peak memory); the rows below give each one's spread, run and "
+                  "ratios (taken within a run only).\n\n" + pivot + "\n")
+    return out
+
+
+PEER_SECTIONS = {"serving.json": serving_section}
+
+
 def runs_named(results_dir, prefix):
     """The JSON files of ``results_dir`` whose names start with ``prefix`` (``long_encoders_<model>_<mode>.json``,
     ``finetune_lengths*.json``), in name order; not a --quick smoke run's."""

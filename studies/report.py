@@ -16,6 +16,7 @@ import numpy as np
 
 from benchmarks.common import ROOT, load_json
 from benchmarks.report import (
+    PEER_SECTIONS,
     PEERS,
     batch_headline,
     batch_section,
@@ -1316,8 +1317,9 @@ def build_report(studies_dir, benchmarks_dir, figures, out_path):
         png = os.path.join(benchmarks_dir, name.replace(".json", ".png"))
         figure = os.path.relpath(png, report_dir) if os.path.exists(png) else None
         if data:
-            sections.append(lambda k, data=data, title=title, figure=figure:
-                            generic_section(f"{k}. {title}", data, figure))
+            write = PEER_SECTIONS.get(name, generic_section)
+            sections.append(lambda k, data=data, title=title, figure=figure, write=write:
+                            write(f"{k}. {title}", data, figure))
     number = 0
     for make in sections:
         part = make(number + 1)

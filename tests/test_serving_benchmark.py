@@ -18,3 +18,13 @@ def test_a_later_run_replaces_the_rows_it_measures_and_keeps_the_others():
 def test_ratios_are_taken_within_one_run_only():
     rows = merged([row("savedmodel", 1, 300.0)], [row("onnxruntime", 0, 100.0), row("transformers", 0, 100.0)])
     assert "x_vs_onnxruntime" not in rows[0] and "x_vs_transformers" not in rows[0]
+
+
+def test_the_report_pivots_tokens_per_second_and_names_a_row_out_of_memory():
+    from benchmarks.report import serving_section
+
+    data = {"rows": [dict(row("savedmodel", 0, 1234.5), peak_rss_gb=1.25),
+                     {"impl": "onnxruntime", "size": "minilm", "length": 512, "batch": 1, "run": 0,
+                      "status": "killed by SIGKILL (the system's out-of-memory killer: this machine has 24 GB)"}]}
+    text = "".join(serving_section("Serving", data))
+    assert "| minilm | 512 × 1 | 1,234 (1.2 GB) | out of memory |" in text, text
