@@ -333,4 +333,5 @@ PEERS = [("train.json", "Training throughput and memory options (MiniLM size)"),
          ("backends.json", "The same model on each Keras backend: forward and MLM training step (MiniLM size, CPU)"),
          ("serving.json", "Serving on CPU: bert4long against ONNX Runtime and transformers (same weights)"),
          ("profile_step.json", "Where a training step's time goes, and its matmuls' share of the machine's peak (CPU)"),
+         ("profile_serve.json", "Where a served forward pass's time goes (the SavedModel's graph, batch 1, CPU)"),
          ("precision_accuracy.json", "What bfloat16 costs in accuracy (same weights, float32 against mixed_bfloat16)")]

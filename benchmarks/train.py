@@ -21,6 +21,7 @@ import subprocess
 import sys
 import time
 
+from benchmarks.common import machine_stamp
 from bert4long.precision import bfloat16_units
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -94,6 +95,7 @@ def main():
     parser.add_argument("--timeout", type=int, default=900, help="seconds per configuration")
     parser.add_argument("--out", default=os.path.join(HERE, "results", "train.json"))
     args = parser.parse_args()
+    stamp = machine_stamp()   # (its load average: what else ran when the run began)
     rows = []
     header = f"{'length':>6} {'xla':>5} {'precision':>15} {'recompute':>9} {'step s':>7} {'tokens/s':>9} " \
              f"{'warmup s':>8} {'peak MB':>8}"
@@ -110,8 +112,8 @@ def main():
                   f"{row['peak_rss_mb']:>8.0f}", flush=True)
     os.makedirs(os.path.dirname(args.out), exist_ok=True)
     with open(args.out, "w", encoding="utf-8") as f:
-        json.dump({"model": MINILM, "batch": args.batch, "cpu_count": os.cpu_count(), "bfloat16_units": bfloat16_units(),
-                   "rows": rows}, f, indent=2)
+        json.dump({"stamp": stamp, "model": MINILM, "batch": args.batch, "cpu_count": os.cpu_count(),
+                   "bfloat16_units": bfloat16_units(), "rows": rows}, f, indent=2)
     print(f"written: {args.out}")
 
 
