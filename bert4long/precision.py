@@ -88,13 +88,24 @@ def auto_reason() -> str:
     return f"this CPU has {units}" if units else "this CPU has no bfloat16 units"
 
 
-def default_jit_compile(precision: str) -> bool:
-    """Whether the training step is compiled with XLA under ``precision``: not for bfloat16 on a CPU.
+# The longest float32 training sequence that XLA speeds up on a CPU: benchmarks/results/train.json (MiniLM size,
+# idle machine) timed XLA 0.40 / 0.94 / 2.55 s a step at 512 / 1,024 / 2,048 tokens, without it 0.46 / 1.06 / 2.20.
+XLA_FLOAT32_MAX_LENGTH = 1024
 
-    >>> default_jit_compile("float32")
-    True
+
+def default_jit_compile(precision: str, seq_len: int | None = None) -> bool:
+    """Whether the training step is compiled with XLA under ``precision`` for ``seq_len`` tokens: always on a GPU;
+    on a CPU not for bfloat16 (XLA's CPU code does not use oneDNN's bfloat16 matmuls), and for float32 up to
+    `XLA_FLOAT32_MAX_LENGTH` tokens (unknown length: yes).
+
+    >>> default_jit_compile("float32", 512), default_jit_compile("float32", 4096) == has_gpu()
+    (True, True)
     """
-    return not (precision == "mixed_bfloat16" and not has_gpu())
+    if has_gpu():
+        return True
+    if precision == "mixed_bfloat16":
+        return False
+    return seq_len is None or seq_len <= XLA_FLOAT32_MAX_LENGTH
 
 
 def path_line(precision: str, jit_compile: bool, chosen: bool) -> str:
@@ -108,4 +119,6 @@ def path_line(precision: str, jit_compile: bool, chosen: bool) -> str:
         return line
     why = {"mixed_bfloat16": "; TensorFlow's oneDNN matmuls use it, XLA's CPU code does not; --precision float32 for "
                              "exact float32 numbers", "float32": ", so float32"}.get(precision, "")
+    if precision == "float32" and not jit_compile and not has_gpu():
+        why += f"; XLA only up to {XLA_FLOAT32_MAX_LENGTH:,} tokens, slower past them in benchmarks.train"
     return f"{line} (auto: {auto_reason()}{why})"

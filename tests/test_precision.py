@@ -51,8 +51,22 @@ def test_auto_is_the_fastest_training_path_measured_here(monkeypatch):
     monkeypatch.setattr(precision, "has_gpu", lambda: False)
     monkeypatch.setattr(precision, "bfloat16_units", lambda: units)
     chosen = precision.default_precision()
-    expected = (chosen, precision.default_jit_compile(chosen))
     rows = [r for r in measured["rows"] if not r["recompute"] and "step_s" in r]
     for length in sorted({r["length"] for r in rows}):
         fastest = min((r for r in rows if r["length"] == length), key=lambda r: r["step_s"])
-        assert (fastest["precision"], fastest["xla"]) == expected, (length, fastest)
+        assert (fastest["precision"], fastest["xla"]) == (chosen, precision.default_jit_compile(chosen, length)), (
+            length, fastest)
+        # a CPU without bfloat16 units trains in float32: with XLA or not, auto takes the faster float32 row
+        fastest = min((r for r in rows if r["length"] == length and r["precision"] == "float32"),
+                      key=lambda r: r["step_s"])
+        assert fastest["xla"] == precision.default_jit_compile("float32", length), (length, fastest)
+
+
+def test_auto_leaves_xla_out_of_long_float32_steps_on_a_cpu(monkeypatch, capsys):
+    monkeypatch.setattr(precision, "has_gpu", lambda: False)
+    monkeypatch.setattr(precision, "bfloat16_units", lambda: None)
+    assert training_path(argparse.Namespace(precision="auto", no_xla=False, seq_len=1024)) == ("float32", True)
+    assert training_path(argparse.Namespace(precision="auto", no_xla=False, seq_len=2048)) == ("float32", False)
+    assert "XLA only up to 1,024 tokens" in capsys.readouterr().out.splitlines()[-1]
+    monkeypatch.setattr(precision, "has_gpu", lambda: True)   # a GPU keeps XLA at every length
+    assert training_path(argparse.Namespace(precision="auto", no_xla=False, seq_len=8192)) == ("mixed_float16", True)

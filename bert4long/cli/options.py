@@ -164,7 +164,8 @@ def training_path(args):
 
     chosen = args.precision == "auto"
     precision = default_precision() if chosen else args.precision
-    jit_compile = not args.no_xla and (default_jit_compile(precision) if chosen else True)
+    jit_compile = not args.no_xla and (default_jit_compile(precision, getattr(args, "seq_len", None)) if chosen
+                                       else True)
     print(path_line(precision, jit_compile, chosen), flush=True)
     return precision, jit_compile
 
