@@ -263,17 +263,14 @@ def generic_section(title, data, figure=None):
     return out
 
 
-SERVING_IMPLS = ("savedmodel", "savedmodel-bf16", "savedmodel-chunked", "savedmodel-text", "keras-predict",
-                 "onnxruntime", "onnxruntime-text", "transformers")
-
-
 def serving_section(title, data, figure=None):
     """benchmarks/serving.py: tokens per second (peak GB) by request and implementation, then every row."""
+    from benchmarks.serving import IMPLS, SIZES
+
     rows = data.get("rows", [])
-    sizes = ("minilm", "base", "tiny")
     requests = sorted({(r["size"], r["length"], r["batch"]) for r in rows},
-                      key=lambda key: (sizes.index(key[0]) if key[0] in sizes else 9, *key[1:]))
-    impls = [i for i in SERVING_IMPLS if any(r["impl"] == i for r in rows)]
+                      key=lambda key: (list(SIZES).index(key[0]), *key[1:]))
+    impls = [i for i in IMPLS if any(r["impl"] == i for r in rows)]
 
     def cell(request, impl):
         row = next((r for r in rows if (r["size"], r["length"], r["batch"]) == request and r["impl"] == impl), None)

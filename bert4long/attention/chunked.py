@@ -161,18 +161,18 @@ def _online_softmax_attention(tensors, keep_blocks, seed, rate, causal):
             acc = acc * correction[..., None] + ops.einsum("bhqk,bkhd->bhqd", p, v_j)
             return (m_new, l, acc), None
 
-        batch, length, heads = ops.shape(q)[:3]
-        init = (
-            ops.full((batch, heads, length), -math.inf, dtype=q.dtype),
-            ops.zeros((batch, heads, length), dtype=q.dtype),
-            ops.zeros((batch, heads, length, v_blocks.shape[-1]), dtype=q.dtype),
-        )
         if rate or bias_blocks is not None:
+            batch, length, heads = ops.shape(q)[:3]
+            init = (
+                ops.full((batch, heads, length), -math.inf, dtype=q.dtype),
+                ops.zeros((batch, heads, length), dtype=q.dtype),
+                ops.zeros((batch, heads, length, v_blocks.shape[-1]), dtype=q.dtype),
+            )
             (m, l, acc), _ = _loop(forward_step, init, xs)
             lse = m + ops.log(l)
             out = acc / l[..., None]  # [batch, heads, q, dv]
         else:
-            out, lse = _by_query_blocks(q, k_blocks, v_blocks, keep_blocks, causal)
+            out, lse = _by_query_blocks(q * scale, k_blocks, v_blocks, keep_blocks, causal)
 
         def gradient(*args, upstream=None):
             # TensorFlow and JAX pass the output's gradient alone; PyTorch passes the inputs and ``upstream``
@@ -207,12 +207,12 @@ def _online_softmax_attention(tensors, keep_blocks, seed, rate, causal):
 
 
 def _by_query_blocks(q, k_blocks, v_blocks, keep_blocks, causal):
-    """The forward pass a block of queries at a time, each against every key with one exact softmax:
-    ``[batch, heads, q, dv]`` and the rows' log-sum-exp ``[batch, heads, q]``. The key mask is added inside
+    """The forward pass a block of queries (``q`` already scaled) at a time, each against every key with one exact
+    softmax: ``[batch, heads, q, dv]`` and the rows' log-sum-exp ``[batch, heads, q]``. The key mask is added inside
     ``q @ k`` (`with_key_mask_column`)."""
     block, length = k_blocks.shape[2], ops.shape(q)[1]
     k, v, keep = (merge_axes(ops.moveaxis(t, 0, 1), 1) for t in (k_blocks, v_blocks, keep_blocks))  # [batch, keys, ...]
-    q, k = with_key_mask_column(q * (1.0 / math.sqrt(q.shape[-1])), k, keep[:, None, None, :])
+    q, k = with_key_mask_column(q, k, keep[:, None, None, :])
     q_blocks = ops.moveaxis(to_blocks(pad_to_multiple(q, block), block), 1, 0)   # [n, batch, block, heads, d + 1]
     k_positions = ops.arange(ops.shape(k)[1])
 

@@ -402,13 +402,13 @@ def print_memory_estimate(args, source, model, shapes):
     def need(batch):
         return training_step_bytes(config, model.count_params(), kernels[0], length, batch * rows)
 
-    available = available_memory_bytes()
-    print(f"memory: about {need(args.batch_size) / 2**30:.1f} GiB at the peak, a step on the longest batch "
+    available, needed = available_memory_bytes(), need(args.batch_size)
+    print(f"memory: about {needed / 2**30:.1f} GiB at the peak, a step on the longest batch "
           f"({args.batch_size} x {f'{rows} windows x ' if rows > 1 else ''}{length} tokens; an ESTIMATE for float32, "
           f"less with mixed precision or --recompute), against {available / 2**30:.1f} GiB available", flush=True)
-    if need(args.batch_size) * ESTIMATE_HEADROOM > available:
+    if needed * ESTIMATE_HEADROOM > available:
         fits = max((b for b in range(1, args.batch_size) if need(b) * ESTIMATE_HEADROOM <= available), default=None)
-        print("warning: that is " + ("more than the memory available" if need(args.batch_size) > available else
+        print("warning: that is " + ("more than the memory available" if needed > available else
                                      f"within {ESTIMATE_HEADROOM - 1:.0%} of the memory available, and the estimate "
                                      "can be that much below the peak")
               + ": lower --batch-size"
