@@ -103,6 +103,11 @@ def test_bfloat16_export_computes_in_bfloat16_and_serves_float32(tiny_bert, tmp_
     tokens = rng.integers(5, 64, (2, 40)).astype("int32")
     served = serve(token_ids=tf.constant(tokens), segment_ids=tf.zeros_like(tf.constant(tokens)))["sequence_output"]
     assert served.dtype == tf.float32
+    graph = serve.graph.as_graph_def()
+    nodes = [node for function in graph.library.function for node in function.node_def]
+    upcasts = [node.name for node in nodes if node.op == "Cast" and "attention_kernel" in node.name
+               and node.attr["SrcT"].type == tf.bfloat16.as_datatype_enum]
+    assert not upcasts, f"attention casts bfloat16 (the [batch, heads, q, k] probabilities) to float32: {upcasts}"
     reference = model.predict([tokens, np.zeros_like(tokens)], verbose=0)
     difference = np.abs(served.numpy() - reference)
     assert 0 < difference.max() < 0.1 and difference.mean() < 0.02, (difference.max(), difference.mean())

@@ -80,6 +80,7 @@ class SeededDropout(keras.layers.Layer):
     """
 
     def __init__(self, rate: float, seed: int = 0, **kwargs) -> None:
+        kwargs.setdefault("autocast", False)   # drops in its input's dtype: no cast of bfloat16 probabilities
         super().__init__(**kwargs)
         if not 0.0 <= rate < 1.0:
             raise ValueError(f"Dropout rate must be in [0, 1), got {rate!r}.")
