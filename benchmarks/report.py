@@ -251,9 +251,12 @@ def generic_section(title, data, figure=None):
     stamp = data.get("stamp") or (data.get("machine") if isinstance(data.get("machine"), dict) else None)
     out = [f"## {title}\n", stamp_line(stamp) + "\n" if stamp else ""]
     if len(data.get("stamps", [])) > 1:   # rows added by later runs (`--add`): a row's ``run`` is its index here
+        kept = {r.get("run") for r in rows}
+        replaced = [str(i) for i in range(len(data["stamps"])) if i not in kept]
         out.append("The rows come from several runs (column `run`):\n\n" + "\n".join(
             f"- run {i}: `{s.get('command')}`, {s.get('time')}, load {' / '.join(map(str, s.get('load', [])))}"
-            for i, s in enumerate(data["stamps"])) + "\n")
+            for i, s in enumerate(data["stamps"]) if i in kept) + "\n"
+            + (f"\nEvery row of run {', '.join(replaced)} was measured again by a later run.\n" if replaced else ""))
     settings = {k: v for k, v in data.items() if not isinstance(v, (list, dict)) and k not in ("machine",)}
     if settings:
         out.append("Settings: " + ", ".join(f"{k} = {fmt(v)}" for k, v in settings.items()) + ".\n")

@@ -1072,7 +1072,8 @@ def one_class_macro_f1(gold):
 def class_weight_section(data, number):
     """`studies/finetune_study.py` with and without ``--class-weight balanced``: macro-F1 after every epoch of every
     seed, the last epoch's mean ± SE, the smaller class's recall, the epochs that answered one class only, the memory
-    `finetune` estimated before the run against the peak it reached, and the run folder's size."""
+    `finetune` estimated before the run against the peak it reached, the run folder's size, and (`cause_tables`)
+    the long classifiers reading the validation speeches cut short."""
     runs = sorted(data.get("runs", []), key=lambda r: (r["model"], r["seed"]))
     if not runs:
         return []
@@ -1106,7 +1107,7 @@ def class_weight_section(data, number):
                      fmt(max(r["folder_mb"] for r in mine), 0)])
     out.append(table(["model", "seeds", "last macro-F1", f"{minority} recall", "one-class epochs",
                       "estimated GiB", "peak GiB", "folder MB"], rows) + "\n")
-    return out
+    return out + cause_tables(data)
 
 
 def finetune_study_section(data, number):
@@ -1193,8 +1194,8 @@ def cause_tables(data):
                     (f"{chunks} (trained on {chunk_run.get('train_chunks')} chunks of {of})", seed_scores(data, chunks),
                      False)]
         rows = [cause_row(data, setting, scores, long, paired) for setting, scores, paired in settings if scores]
-        out += [f"Where {name}'s gain comes from: its own classifiers reading less, and 512-token models trained on "
-                "each speech's head or on all of it in chunks; macro-F1 and accuracy after the last epoch, mean ± "
+        out += [f"What reading more is worth to {name}: its own classifiers reading less, and 512-token models "
+                "trained on each speech's head or on all of it in chunks; macro-F1 and accuracy after the last epoch, mean ± "
                 f"standard error over the seeds, and the difference from {name}'s macro-F1 on the same speeches.\n",
                 table(["setting", "seeds", "macro-F1", "accuracy", f"macro-F1 − {name}'s"], rows) + "\n"]
         if cut:

@@ -28,3 +28,14 @@ def test_the_report_pivots_tokens_per_second_and_names_a_row_out_of_memory():
                       "status": "killed by SIGKILL (the system's out-of-memory killer: this machine has 24 GB)"}]}
     text = "".join(serving_section("Serving", data))
     assert "| minilm | 512 × 1 | 1,234 (1.2 GB) | out of memory |" in text, text
+
+
+def test_the_report_lists_only_the_runs_that_still_hold_rows():
+    from benchmarks.report import serving_section
+
+    stamps = [{"command": f"python -m benchmarks.serving # {i}", "time": "t", "load": [1.0]} for i in range(3)]
+    data = {"stamps": stamps, "rows": [dict(row("savedmodel", 0, 10.0), peak_rss_gb=1.0),
+                                       dict(row("savedmodel", 2, 10.0, size="base"), peak_rss_gb=1.0)]}
+    text = "".join(serving_section("Serving", data))
+    assert "# 0`" in text and "# 2`" in text and "# 1`" not in text, text
+    assert "Every row of run 1 was measured again by a later run." in text
