@@ -1195,8 +1195,9 @@ def cause_tables(data):
                      False)]
         rows = [cause_row(data, setting, scores, long, paired) for setting, scores, paired in settings if scores]
         out += [f"What reading more is worth to {name}: its own classifiers reading less, and 512-token models "
-                "trained on each speech's head or on all of it in chunks; macro-F1 and accuracy after the last epoch, mean ± "
-                f"standard error over the seeds, and the difference from {name}'s macro-F1 on the same speeches.\n",
+                "trained on each speech's head or on all of it in chunks; macro-F1 and accuracy after the last epoch, "
+                f"mean ± standard error over the seeds, and the difference from {name}'s macro-F1 on the same "
+                "speeches.\n",
                 table(["setting", "seeds", "macro-F1", "accuracy", f"macro-F1 − {name}'s"], rows) + "\n"]
         if cut:
             out.append(f"- {name} against its own classifiers reading the first {pieces:,} pieces: what reading more "
