@@ -251,3 +251,22 @@ def test_raw_text_saved_model_serves_a_scalar_string_as_a_batch_of_one(tiny_bert
             np.testing.assert_allclose(one[name], batch[name], atol=1e-6)
     with pytest.raises(tf.errors.InvalidArgumentError, match=r"texts must be a string tensor \[batch\]"):
         signature(texts=tf.constant([["w1", "w2"]]))
+
+
+def test_cli_raw_text_reads_max_length_tokens_when_seq_len_is_not_given(tiny_bert, tmp_path, capsys):
+    """--max-length without --seq-len: the raw-text rows read --max-length tokens (they read 512 before, and a
+    --max-length under 512 was refused for a --seq-len never written)."""
+    from bert4long.cli import main
+
+    config, checkpoint, vocab = tiny_bert   # 16 trained positions: 256 hierarchical
+    for length in (100, 200):
+        out = tmp_path / f"served-{length}"
+        command = ["export", "--config", config, "--checkpoint", checkpoint, "--vocab", vocab, "--uncased",
+                   "--hierarchical-position", "--max-length", str(length), "--raw-text", "--out", str(out)]
+        capsys.readouterr()
+        status, printed = main(command), capsys.readouterr()
+        assert status == 0, printed.err[-3000:]
+        assert f"strategy head at {length} tokens" in printed.out, printed.out
+        serve = tf.saved_model.load(str(out)).signatures["serving_default"]
+        served = serve(texts=tf.constant([" ".join(["w1 w2 w3"] * 100)]))
+        assert served["token_ids"].shape == (1, length) and int(served["num_tokens"][0]) == 300

@@ -44,10 +44,13 @@ class Resolved:
 
 def fill_defaults(args, given):
     """Write onto the parsed ``args`` the documented defaults of the options left out (``given``: those written on
-    the command line): --config beside a Google checkpoint, and the main job's settings and built-in model
-    (`bert4long.cli.demo.demo_settings`). The one step that writes onto ``args``: nothing does after it."""
+    the command line): --config beside a Google checkpoint, export's raw-text rows at --max-length when --seq-len is
+    left out, and the main job's settings and built-in model (`bert4long.cli.demo.demo_settings`). The one step that
+    writes onto ``args``: nothing does after it."""
     config = config_beside(args)
     defaults = {"config": config} if config is not None else {}
+    if args.command == "export" and args.raw_text and args.max_length and "seq_len" not in given:
+        defaults["seq_len"] = args.max_length
     if runs_demo(args, given):
         defaults.update(demo_settings(args, given))
     for key, value in defaults.items():
