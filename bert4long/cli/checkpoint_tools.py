@@ -37,8 +37,8 @@ def add_export_arguments(parser):
     text = parser.add_argument_group("raw text (--raw-text: serving_default takes whole UTF-8 documents)")
     text.add_argument("--raw-text", action="store_true",
                       help="serving_default takes a string tensor of documents, tokenized in the graph with the "
-                           "vocab's exact WordPiece ids, --seq-len tokens per row (default --max-length when given); the int32 "
-                           "signature becomes serve_token_ids")
+                           "vocab's exact WordPiece ids, --seq-len tokens per row (default --max-length when "
+                           "given); the int32 signature becomes serve_token_ids")
     text.add_argument("--strategy", default="head", choices=list(RAW_TEXT_STRATEGIES),
                       help="long documents: keep the head, the tail, both (--head-len + the rest), or read them "
                            "in chunks pooled per document (default head)")
