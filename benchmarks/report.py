@@ -256,7 +256,8 @@ def generic_section(title, data, figure=None):
         out.append("The rows come from several runs (column `run`):\n\n" + "\n".join(
             f"- run {i}: `{s.get('command')}`, {s.get('time')}, load {' / '.join(map(str, s.get('load', [])))}"
             for i, s in enumerate(data["stamps"]) if i in kept) + "\n"
-            + (f"\nEvery row of run {', '.join(replaced)} was measured again by a later run.\n" if replaced else ""))
+            + (f"\nEvery row of run{'s' * (len(replaced) > 1)} {', '.join(replaced)} was measured again by a later "
+               "run.\n" if replaced else ""))
     settings = {k: v for k, v in data.items() if not isinstance(v, (list, dict)) and k not in ("machine",)}
     if settings:
         out.append("Settings: " + ", ".join(f"{k} = {fmt(v)}" for k, v in settings.items()) + ".\n")

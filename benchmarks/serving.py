@@ -10,6 +10,7 @@ BERT-base's size, trained-length 512:
   savedmodel-text   the same, exported with ``raw_text=True``: documents in, tokenized in the graph (``head``)
   savedmodel-chunked  the same model with ``attention='chunked'`` (exact, keys in blocks of 256: memory linear in
                     the length), exported as ``savedmodel``
+  savedmodel-chunked-bf16  that model exported as ``savedmodel-bf16``
   keras-predict     the Keras model's ``predict_on_batch`` (TensorFlow backend)
   onnxruntime       transformers' ``BertModel`` exported once by ``torch.onnx.export`` (the dynamo exporter, dynamic
                     batch and length), run by ONNX Runtime's CPU provider: what a user deploys instead
@@ -56,8 +57,8 @@ SIZES = {
     "base": dict(hidden_size=768, num_hidden_layers=12, num_attention_heads=12, intermediate_size=3072),
     "tiny": dict(hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64),
 }
-IMPLS = ("savedmodel", "savedmodel-bf16", "savedmodel-text", "savedmodel-chunked", "keras-predict", "onnxruntime",
-         "onnxruntime-text", "transformers")
+IMPLS = ("savedmodel", "savedmodel-bf16", "savedmodel-text", "savedmodel-chunked", "savedmodel-chunked-bf16",
+         "keras-predict", "onnxruntime", "onnxruntime-text", "transformers")
 VOCAB = 30522
 
 
@@ -157,7 +158,7 @@ def bert4long_call(impl, base, length, batch, work):
     from bert4long.tokenizers import Tokenizer
 
     model = build_transformer_model(checkpoint_path=base, hierarchical_position=length > TRAINED,
-                                    attention="chunked" if impl == "savedmodel-chunked" else "full")
+                                    attention="chunked" if impl.startswith("savedmodel-chunked") else "full")
     ids = batch_of(length, batch)
     if impl == "keras-predict":
         inputs = [ids, np.zeros_like(ids)]
@@ -167,7 +168,7 @@ def bert4long_call(impl, base, length, batch, work):
     text = impl == "savedmodel-text"
     export_saved_model(model, folder, max_length=length, raw_text=text,
                        tokenizer=Tokenizer(vocabulary(), do_lower_case=True) if text else None,
-                       precision="bfloat16" if impl == "savedmodel-bf16" else "float32")
+                       precision="bfloat16" if impl.endswith("-bf16") else "float32")
     serve = tf.saved_model.load(folder).signatures["serving_default"]
     tensors = ({"texts": tf.constant(documents(length, batch))} if text else
                {"token_ids": tf.constant(ids), "segment_ids": tf.zeros_like(tf.constant(ids))})
