@@ -108,8 +108,9 @@ def default_jit_compile(precision: str, seq_len: int | None = None) -> bool:
     return seq_len is None or seq_len <= XLA_FLOAT32_MAX_LENGTH
 
 
-def path_line(precision: str, jit_compile: bool, chosen: bool) -> str:
-    """One line saying what runs: ``precision``, XLA or not, and (``chosen`` by auto) why.
+def path_line(precision: str, jit_compile: bool, chosen: bool, seq_len: int | None = None) -> str:
+    """One line saying what runs: ``precision``, XLA or not, and (``chosen`` by auto) why, ``seq_len`` tokens naming
+    the length rule where it left XLA out.
 
     >>> path_line("float32", True, chosen=False)
     'precision: float32, with XLA'
@@ -119,6 +120,6 @@ def path_line(precision: str, jit_compile: bool, chosen: bool) -> str:
         return line
     why = {"mixed_bfloat16": "; TensorFlow's oneDNN matmuls use it, XLA's CPU code does not; --precision float32 for "
                              "exact float32 numbers", "float32": ", so float32"}.get(precision, "")
-    if precision == "float32" and not jit_compile and not has_gpu():
+    if precision == "float32" and not default_jit_compile(precision, seq_len):
         why += f"; XLA only up to {XLA_FLOAT32_MAX_LENGTH:,} tokens, slower past them in benchmarks.train"
     return f"{line} (auto: {auto_reason()}{why})"

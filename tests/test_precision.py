@@ -68,5 +68,7 @@ def test_auto_leaves_xla_out_of_long_float32_steps_on_a_cpu(monkeypatch, capsys)
     assert training_path(argparse.Namespace(precision="auto", no_xla=False, seq_len=1024)) == ("float32", True)
     assert training_path(argparse.Namespace(precision="auto", no_xla=False, seq_len=2048)) == ("float32", False)
     assert "XLA only up to 1,024 tokens" in capsys.readouterr().out.splitlines()[-1]
+    assert training_path(argparse.Namespace(precision="auto", no_xla=True, seq_len=512)) == ("float32", False)
+    assert "XLA only up to" not in capsys.readouterr().out   # --no-xla, not the length, left XLA out
     monkeypatch.setattr(precision, "has_gpu", lambda: True)   # a GPU keeps XLA at every length
     assert training_path(argparse.Namespace(precision="auto", no_xla=False, seq_len=8192)) == ("mixed_float16", True)

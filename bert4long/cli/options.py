@@ -164,9 +164,9 @@ def training_path(args):
 
     chosen = args.precision == "auto"
     precision = default_precision() if chosen else args.precision
-    jit_compile = not args.no_xla and (default_jit_compile(precision, getattr(args, "seq_len", None)) if chosen
-                                       else True)
-    print(path_line(precision, jit_compile, chosen), flush=True)
+    seq_len = getattr(args, "seq_len", None)
+    jit_compile = not args.no_xla and (default_jit_compile(precision, seq_len) if chosen else True)
+    print(path_line(precision, jit_compile, chosen, seq_len), flush=True)
     return precision, jit_compile
 
 
