@@ -64,7 +64,8 @@ def test_study_options_take_the_studys_own_flag_out_of_a_model_spec():
 GOLD = ["a"] * 5 + ["b"] * 5
 WRONG = {  # per model and seed: the speeches each run labels wrongly
     "1536": [[], [0], [5, 6]], "1536-truncated": [[0, 1], [0, 5], [5, 6, 7]],
-    "512": [[0, 1, 2], [5, 6], [0, 5, 9]], "512-chunks": [[0], [], [5, 6, 1]], "512-other": [[], [], []]}
+    "512": [[0, 1, 2], [5, 6], [0, 5, 9]], "512-chunks": [[0], [], [5, 6, 1]],
+    "512-chunks-1536": [[0, 1, 2, 3, 5, 6], [0, 1, 2, 5, 6, 7], [0, 1, 2, 5, 6, 8]], "512-other": [[], [], []]}
 
 
 def labels(wrong):
@@ -78,11 +79,12 @@ def macro_f1(gold, predicted):
 
 
 def four_models():
-    """1536 (also scored cut to 510 pieces), 512, 512-chunks, and two 512 models not to be compared with 1536: one
-    with a flag it lacks, one of another checkpoint."""
+    """1536 (also scored cut to 510 pieces), 512, 512-chunks (every chunk of each speech), 512-chunks-1536 (the
+    chunks of the pieces 1536 reads), and two 512 models not to be compared with 1536: one with a flag it lacks, one
+    of another checkpoint."""
     specs = {"1536": ("base", 1536, ["--hierarchical-position"]), "512": ("base", 512, []),
-             "512-chunks": ("base", 512, ["--train-chunks"]), "512-balanced": ("base", 512, ["--class-weight", "balanced"]),
-             "512-other": ("other", 512, [])}
+             "512-chunks": ("base", 512, ["--train-chunks"]), "512-chunks-1536": ("base", 512, ["--train-chunks=1536"]),
+             "512-balanced": ("base", 512, ["--class-weight", "balanced"]), "512-other": ("other", 512, [])}
     runs = []
     for model, (checkpoint, seq_len, flags) in specs.items():
         for seed in range(3):
@@ -94,8 +96,9 @@ def four_models():
                 cut = labels(WRONG["1536-truncated"][seed])
                 run.update(truncated_seq_len=512, truncated_labels=cut, truncated_macro_f1=macro_f1(GOLD, cut),
                            truncated_accuracy=np.mean(np.array(cut) == GOLD))
-            if model == "512-chunks":
-                run.update(train_chunks=306, train_chunks_reach=None)
+            if model.startswith("512-chunks"):
+                run.update(train_chunks=306 if model == "512-chunks" else 250,
+                           train_chunks_reach=None if model == "512-chunks" else 1536)
             runs.append(run)
     return {"gold": GOLD, "runs": runs}
 
@@ -110,9 +113,15 @@ def bootstrap_se(first, second):
     return np.std(differences, ddof=1)
 
 
+def verdict(difference, error):
+    """The rule of `report.cause_verdict`, written out: beyond two errors with 3 seeds a side."""
+    return "ahead" if difference > 2 * error else "behind" if difference < -2 * error else "within"
+
+
 def test_cause_table_puts_the_long_model_beside_its_truncated_reading_and_the_512_models():
     data = four_models()
-    assert report.short_partner(data, "1536") == "512" and report.short_partner(data, "1536", chunks=True) == "512-chunks"
+    assert report.short_partner(data, "1536") == "512"
+    assert report.short_partners(data, "1536", chunks=True) == ["512-chunks", "512-chunks-1536"]
     text = "\n".join(report.cause_tables(data))
     f1 = {m: np.array([macro_f1(GOLD, labels(w)) for w in WRONG[m]]) for m in WRONG}
     accuracy = {m: np.array([1 - len(w) / 10 for w in WRONG[m]]) for m in WRONG}
@@ -125,20 +134,38 @@ def test_cause_table_puts_the_long_model_beside_its_truncated_reading_and_the_51
     assert (f"| 1536, validation speeches cut to 510 pieces | 3 | {shown['1536-truncated']} | "
             f"{f1['1536-truncated'].mean() - f1['1536'].mean():+.3f} (± {paired_se:.3f} over the seeds, "
             f"± {bootstrap_se(predicted['1536-truncated'], predicted['1536']):.3f} over the speeches) |") in text, text
-    for model, setting in (("512", "512"), ("512-chunks", "512-chunks (trained on 306 chunks of the whole speeches)")):
+    for model, setting in (("512", "512"), ("512-chunks", "512-chunks (trained on 306 chunks of the whole speeches)"),
+                           ("512-chunks-1536", "512-chunks-1536 (trained on 250 chunks of the first 1,534 pieces of "
+                                               "each speech)")):
         assert (f"| {setting} | 3 | {shown[model]} | {f1[model].mean() - f1['1536'].mean():+.3f} "
                 f"(± {np.hypot(se[model], se['1536']):.3f} over the seeds, "
                 f"± {bootstrap_se(predicted[model], predicted['1536']):.3f} over the speeches) |") in text, text
     assert "512-balanced" not in text and "512-other" not in text
-    assert "- 1536 against its own classifiers reading the first 510 pieces: what reading more" in text
-    assert "- 512-chunks against 512: what training on more of each speech" in text
-    assert "- 1536 cut to 510 pieces against 512-chunks: how the model was trained on the same text" in text
+
+    def compared(first, second, seed_se):
+        difference, speech_se = f1[first].mean() - f1[second].mean(), bootstrap_se(predicted[first], predicted[second])
+        error = np.hypot(seed_se, speech_se)
+        return (f"{difference:+.3f} (± {error:.3f}: ± {seed_se:.3f} over the seeds, ± {speech_se:.3f} over the "
+                f"speeches), {verdict(difference, error)}")
+
+    assert ("- Reading more at prediction time (1536 against its own classifiers reading the first 510 pieces; the "
+            f"seeds' error is of the per-seed differences): {compared('1536', '1536-truncated', paired_se)}") in text
+    for model in ("512-chunks", "512-chunks-1536"):
+        assert (f"- Training on more of each speech ({model} against 512; both read the first 510 pieces at "
+                f"prediction time): {compared(model, '512', np.hypot(se[model], se['512']))}") in text
+    assert ("- Long windows against 510-piece chunks of the same text (1536 reading the first 510 pieces against "
+            "512-chunks-1536; both trained on the first 1,534 pieces of each speech): "
+            f"{compared('1536-truncated', '512-chunks-1536', np.hypot(se['1536-truncated'], se['512-chunks-1536']))}"
+            ) in text
+    assert "against 512-chunks;" not in text   # (the whole speeches are not the text 1536 was trained on)
+    one_seed = {**data, "runs": [r for r in data["runs"] if r["seed"] == 0]}
+    assert "not decided (fewer than 3 seeds a side)" in "\n".join(report.cause_tables(one_seed))
 
 
 def test_cause_table_is_absent_without_a_truncated_reading_or_a_chunked_model():
     data = four_models()
     plain = {**data, "runs": [{k: v for k, v in r.items() if not k.startswith("truncated_")}
-                              for r in data["runs"] if r["model"] != "512-chunks"]}
+                              for r in data["runs"] if not r["model"].startswith("512-chunks")]}
     assert report.cause_tables(plain) == []
     with open(os.path.join(os.path.dirname(report.__file__), "results", "finetune_study.json")) as f:
         committed = json.load(f)
