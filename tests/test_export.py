@@ -5,6 +5,7 @@ import sys
 import textwrap
 
 import numpy as np
+import pytest
 
 from bert4long.export import export_saved_model
 from bert4long.models import build_transformer_model
@@ -85,15 +86,18 @@ def test_saved_model_stores_each_weight_once(tiny_bert, tmp_path):
     assert stored == sum(int(np.prod(w.shape)) for w in model.trainable_weights)   # was 2x (+ dropout step counters)
 
 
-def test_bfloat16_export_computes_in_bfloat16_and_serves_float32(tiny_bert, tmp_path, rng):
-    """``precision='bfloat16'``: every matmul layer under mixed_bfloat16, float32 outputs within bfloat16's rounding
-    of the float32 model's (its hidden states have unit scale: 8 bits of mantissa give about 0.4% per step)."""
+@pytest.mark.parametrize("attention", ["full", "chunked"])
+def test_bfloat16_export_computes_in_bfloat16_and_serves_float32(tiny_bert, tmp_path, rng, attention):
+    """``precision='bfloat16'``: every matmul layer under mixed_bfloat16, attention without a cast to float32 (for
+    ``chunked``, in query blocks: 40 tokens in blocks of 16), float32 outputs within bfloat16's rounding of the float32
+    model's (its hidden states have unit scale: 8 bits of mantissa give about 0.4% per step)."""
     import tensorflow as tf
 
     from bert4long.export import in_mixed_bfloat16
 
     config, checkpoint, _ = tiny_bert
-    model = build_transformer_model(config, checkpoint, hierarchical_position=True)
+    kernel = {"attention": "chunked", "attention_config": {"block_size": 16}} if attention == "chunked" else {}
+    model = build_transformer_model(config, checkpoint, hierarchical_position=True, **kernel)
     copy = in_mixed_bfloat16(model)
     dense = [layer for layer in copy._flatten_layers() if type(layer).__name__ == "Dense"]
     assert dense and {layer.dtype_policy.name for layer in dense} == {"mixed_bfloat16"}
@@ -104,10 +108,12 @@ def test_bfloat16_export_computes_in_bfloat16_and_serves_float32(tiny_bert, tmp_
     served = serve(token_ids=tf.constant(tokens), segment_ids=tf.zeros_like(tf.constant(tokens)))["sequence_output"]
     assert served.dtype == tf.float32
     graph = serve.graph.as_graph_def()
-    nodes = [node for function in graph.library.function for node in function.node_def]
-    upcasts = [node.name for node in nodes if node.op == "Cast" and "attention_kernel" in node.name
-               and node.attr["SrcT"].type == tf.bfloat16.as_datatype_enum]
-    assert not upcasts, f"attention casts bfloat16 (the [batch, heads, q, k] probabilities) to float32: {upcasts}"
+    # (chunked's loop body is a function of its own, named after the kernel; its nodes are not)
+    upcasts = [f"{function.signature.name}: {node.name}" for function in graph.library.function
+               for node in function.node_def
+               if node.op == "Cast" and node.attr["SrcT"].type == tf.bfloat16.as_datatype_enum
+               and "attention_kernel" in function.signature.name + node.name]
+    assert not upcasts, f"attention casts bfloat16 (its inputs or probabilities) to float32: {upcasts}"
     reference = model.predict([tokens, np.zeros_like(tokens)], verbose=0)
     difference = np.abs(served.numpy() - reference)
     assert 0 < difference.max() < 0.1 and difference.mean() < 0.02, (difference.max(), difference.mean())

@@ -10,6 +10,7 @@ from bert4long.attention.base import (
     causal_keep,
     mask_scores,
     register_attention_kernel,
+    softmax_dtype,
     with_key_mask_column,
 )
 from bert4long.attention.blocks import check_positive_int, merge_axes, pad_to_multiple, to_blocks
@@ -26,7 +27,9 @@ class ChunkedAttention(AttentionKernel):
     ``[length, block_size]`` score block instead of storing the ``[length, length]``
     matrix. Results equal ``'full'`` to float32 rounding, outputs and gradients. Without dropout and ``bias``
     (serving, ``predict``) the forward pass takes ``block_size`` queries at a time against every key instead, one
-    exact softmax each: the same memory, without the running rescaling.
+    exact softmax each: the same memory, without the running rescaling. It computes in float32, except at inference
+    on bfloat16 inputs (a ``mixed_bfloat16`` model, `export` ``precision='bfloat16'``): that pass stays in bfloat16
+    as ``'full'`` does (`softmax_dtype`), and a gradient taken through it is autodiff's, which keeps every block.
     Supports ``causal``, the key padding mask, a dense additive ``bias``
     (sliced per key block; its gradient is returned too) and dropout, whose
     masks are drawn statelessly from a per-call seed so that the backward pass
@@ -79,11 +82,18 @@ class ChunkedAttention(AttentionKernel):
 
     def attend(self, q, k, v, key_mask, bias=None, hidden=None, training=None):
         block = self.block_size
+        rate = self.dropout_rate if training and self.dropout_rate > 0 else 0.0
+        serving_bfloat16 = not training and bias is None and ops.dtype(q) == "bfloat16"
+        dtype = "bfloat16" if serving_bfloat16 else "float32"
         k_blocks, v_blocks = (
-            ops.moveaxis(to_blocks(pad_to_multiple(ops.cast(t, "float32"), block), block), 1, 0)
+            ops.moveaxis(to_blocks(pad_to_multiple(ops.cast(t, dtype), block), block), 1, 0)
             for t in (k, v)
         )  # [n, batch, block, heads, d]
         keep = ops.moveaxis(to_blocks(pad_to_multiple(ops.cast(key_mask, "bool"), block), block), 1, 0)
+        if serving_bfloat16:
+            scale = ops.cast(1.0 / math.sqrt(q.shape[-1]), dtype)
+            out, _ = _by_query_blocks(q * scale, k_blocks, v_blocks, keep, self.causal, logsumexp=False)
+            return ops.cast(ops.transpose(out, (0, 2, 1, 3)), v.dtype)
         tensors = [ops.cast(q, "float32"), k_blocks, v_blocks]
         if bias is not None:
             bias = ops.cast(bias, "float32")
@@ -92,7 +102,6 @@ class ChunkedAttention(AttentionKernel):
             bias = ops.broadcast_to(bias, (*bias_shape[:3], ops.shape(k)[1]))
             bias = ops.moveaxis(to_blocks(pad_to_multiple(bias, block, axis=3), block, axis=3), 3, 0)
             tensors.append(bias)  # [n, B, H, Q, block]
-        rate = self.dropout_rate if training and self.dropout_rate > 0 else 0.0
         seed = None
         if rate:
             seed = self.seed_generator.next() if self._pinned_state is None else self._pinned_state
@@ -206,10 +215,10 @@ def _online_softmax_attention(tensors, keep_blocks, seed, rate, causal):
     return attention(*constants, *tensors)
 
 
-def _by_query_blocks(q, k_blocks, v_blocks, keep_blocks, causal):
+def _by_query_blocks(q, k_blocks, v_blocks, keep_blocks, causal, logsumexp=True):
     """The forward pass a block of queries (``q`` already scaled) at a time, each against every key with one exact
-    softmax: ``[batch, heads, q, dv]`` and the rows' log-sum-exp ``[batch, heads, q]``. The key mask is added inside
-    ``q @ k`` (`with_key_mask_column`)."""
+    softmax (in `softmax_dtype`): ``[batch, heads, q, dv]`` and the rows' log-sum-exp ``[batch, heads, q]`` (None
+    without ``logsumexp``). The key mask is added inside ``q @ k`` (`with_key_mask_column`)."""
     block, length = k_blocks.shape[2], ops.shape(q)[1]
     k, v, keep = (merge_axes(ops.moveaxis(t, 0, 1), 1) for t in (k_blocks, v_blocks, keep_blocks))  # [batch, keys, ...]
     q, k = with_key_mask_column(q, k, keep[:, None, None, :])
@@ -217,22 +226,25 @@ def _by_query_blocks(q, k_blocks, v_blocks, keep_blocks, causal):
     k_positions = ops.arange(ops.shape(k)[1])
 
     def step(j, carry, x):
-        scores = ops.einsum("bqhd,bkhd->bhqk", x[0], k)
+        scores = ops.cast(ops.einsum("bqhd,bkhd->bhqk", x[0], k), softmax_dtype(q.dtype))
         if causal:
             keep_j = causal_keep(j * block + ops.arange(block), k_positions)[None, None]
-            scores = ops.where(keep_j, scores, MASKED_SCORE)
+            scores = ops.where(keep_j, scores, ops.cast(MASKED_SCORE, scores.dtype))
         probs = ops.softmax(scores, axis=-1)
+        out = ops.einsum("bhqk,bkhd->bhqd", ops.cast(probs, v.dtype), v)
+        if not logsumexp:
+            return carry, (out,)
         # the rows' log-sum-exp from two reductions (no pass that writes): max p = exp(max s - lse)
-        lse = ops.max(scores, axis=-1) - ops.log(ops.max(probs, axis=-1))
-        return carry, (ops.einsum("bhqk,bkhd->bhqd", probs, v), lse)
+        return carry, (out, ops.max(scores, axis=-1) - ops.log(ops.max(probs, axis=-1)))
 
     batch, heads = ops.shape(q)[0], ops.shape(q)[2]
     blocks = ops.shape(q_blocks)[0]
-    like = (ops.zeros((blocks, batch, heads, block, v.shape[-1]), q.dtype), ops.zeros((blocks, batch, heads, block),
-                                                                                      q.dtype))
-    _, (out, lse) = _loop(step, (), (q_blocks,), like)
-    out, lse = (merge_axes(ops.moveaxis(t, 0, 2), 2)[:, :, :length] for t in (out, lse))
-    return out, lse
+    like = [ops.zeros((blocks, batch, heads, block, v.shape[-1]), v.dtype)]
+    if logsumexp:
+        like.append(ops.zeros((blocks, batch, heads, block), q.dtype))
+    _, stacked = _loop(step, (), (q_blocks,), like)
+    out, *lse = (merge_axes(ops.moveaxis(t, 0, 2), 2)[:, :, :length] for t in stacked)
+    return out, lse[0] if logsumexp else None
 
 
 def _unpack(x):
