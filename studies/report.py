@@ -1179,7 +1179,7 @@ def cause_verdict(data, scores, against, paired=False):
     """`cause_difference` in words, by the rule written before the fine-tuning study's seeds 1 and 2 of 1536-base,
     512-chunks and 512-chunks-1536 ran: it counts with 3 seeds a side and a difference beyond two errors."""
     difference, error, parts = cause_difference(data, scores, against, paired)
-    word = ("not decided (fewer than 3 seeds a side)" if min(len(scores), len(against)) < 3 or error is None else
+    word = ("not decided (fewer than 3 seeds a side)" if min(len(scores), len(against)) < 3 else
             "ahead beyond two errors" if difference > 2 * error else
             "behind beyond two errors" if difference < -2 * error else "within two errors")
     total = (f"± {fmt(error)}" + (f": {', '.join(parts)}" if len(parts) > 1 else "") if error is not None
@@ -1207,23 +1207,23 @@ def cause_tables(data):
     classifiers reading the validation speeches cut short (test-time truncation), its 512-token model and the
     512-token models trained on every chunk of each speech (`short_partners`), where the study ran them; then each
     comparison with its `cause_verdict`."""
-    out = []
-    for name in dict.fromkeys(r["model"] for r in data.get("runs", []) if r.get("seq_len", 0) > 512):
+    out, first = [], {}   # (each model's first run: what its runs share)
+    for r in data.get("runs", []):
+        first.setdefault(r["model"], r)
+    for name in [model for model, r in first.items() if r.get("seq_len", 0) > 512]:
         long, cut = seed_scores(data, name), seed_scores(data, name, "truncated_", "truncated_labels")
         short, chunked = short_partner(data, name), short_partners(data, name, chunks=True)
         cut = cut if set(cut) == set(long) else {}
         if not cut and not chunked:
             continue
-        seq_len = next(r["seq_len"] for r in data["runs"] if r["model"] == name)
-        pieces = next(r["truncated_seq_len"] - 2 for r in data["runs"] if r["model"] == name) if cut else 510
-        reach = {model: next(r for r in data["runs"] if r["model"] == model).get("train_chunks_reach")
-                 for model in chunked}
+        seq_len = first[name]["seq_len"]
+        pieces = first[name]["truncated_seq_len"] - 2 if cut else 510
+        reach = {model: first[model].get("train_chunks_reach") for model in chunked}
         settings = [(name, long, False), (f"{name}, validation speeches cut to {pieces:,} pieces", cut, True),
                     (short, seed_scores(data, short), False)]
         for model in chunked:
-            run = next(r for r in data["runs"] if r["model"] == model)
             of = f"the first {reach[model] - 2:,} pieces of each speech" if reach[model] else "the whole speeches"
-            settings.append((f"{model} (trained on {run.get('train_chunks')} chunks of {of})",
+            settings.append((f"{model} (trained on {first[model].get('train_chunks')} chunks of {of})",
                              seed_scores(data, model), False))
         rows = [cause_row(data, setting, scores, long, paired) for setting, scores, paired in settings if scores]
         out += [f"What reading more is worth to {name}: its own classifiers reading less, and 512-token models "
