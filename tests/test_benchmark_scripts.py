@@ -2,8 +2,8 @@
 bfloat16-accuracy benchmarks, and the fine-tuning study, still run (each once with --quick, as ``python -m MODULE``
 from the repository).
 
-They run side by side in subprocesses and must exit 0 and write JSON with one row per measurement;
-timings are never asserted here (they belong to the benchmark tables).
+They run side by side in subprocesses (as many at once as there are cores) and must exit 0 and write JSON with
+one row per measurement; timings are never asserted here (they belong to the benchmark tables).
 """
 import json
 import os
@@ -11,6 +11,7 @@ import subprocess
 import sys
 
 import pytest
+from subprocesses import run_side_by_side
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -42,11 +43,9 @@ def quick_runs(tmp_path_factory):
                                           out / "precision_accuracy.json"),
     }
     env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"}
-    processes = {name: subprocess.Popen([sys.executable, "-m", name, *args], cwd=ROOT,
-                                        env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-                 for name, (args, _) in runs.items()}
-    outputs = {name: process.communicate(timeout=600)[0] for name, process in processes.items()}
-    return {name: (processes[name].returncode, outputs[name], runs[name][1]) for name in runs}
+    ended = run_side_by_side({name: [sys.executable, "-m", name, *args] for name, (args, _) in runs.items()}, cwd=ROOT,
+                             env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    return {name: (ended[name].returncode, ended[name].stdout, runs[name][1]) for name in runs}
 
 
 @pytest.mark.parametrize("name", ["benchmarks.speed", "benchmarks.attention", "benchmarks.train",

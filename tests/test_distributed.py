@@ -69,13 +69,15 @@ def launch(mode, tiny_bert, out, env_extra=None):
 
 @pytest.fixture(scope="module")
 def runs(tiny_bert, tmp_path_factory):
-    """The mirrored process (with the one-device references) and the two workers, side by side."""
+    """The two workers side by side (they train together), then the mirrored process with the one-device references:
+    never more processes at once than the two workers."""
     tmp = tmp_path_factory.mktemp("distributed")
     workers = [f"127.0.0.1:{port}" for port in free_ports(2)]
     processes = {f"worker{index}": launch("multiworker", tiny_bert, tmp / f"worker{index}.json", {"TF_CONFIG": json.dumps(
         {"cluster": {"worker": workers}, "task": {"type": "worker", "index": index}})}) for index in range(2)}
+    outputs = {name: process.communicate()[0] for name, process in processes.items()}
     processes["mirrored"] = launch("mirrored", tiny_bert, tmp / "mirrored.json")
-    outputs = {name: process.communicate(timeout=400)[0] for name, process in processes.items()}
+    outputs["mirrored"] = processes["mirrored"].communicate()[0]
     for name, process in processes.items():
         assert process.returncode == 0, outputs[name][-3000:]
     return {name: json.load(open(tmp / f"{name}.json")) for name in processes}
