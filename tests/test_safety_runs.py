@@ -62,7 +62,7 @@ def test_a_second_run_on_the_same_out_is_refused_and_a_stale_lock_is_taken_over(
                                                                                    capsys):
     config, checkpoint, _ = tiny_bert
     out = tmp_path / "run"
-    other = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    other = subprocess.Popen([sys.executable, "-c", "import sys; sys.stdin.read()"], stdin=subprocess.PIPE)   # lives until killed
     try:
         out.mkdir()
         _lock_of(other.pid, out)
