@@ -155,16 +155,16 @@ class Family:
         """Unused rows before the first position of its table (``pad_token_id + 1`` for RoBERTa, else 0)."""
         return pad_token_id + 1 if self.position_offset else 0
 
-    def from_huggingface(self, hf):
-        """Builder arguments (bert4long keys) of a ``config.json`` dict: each row's value or its default,
-        positions without the offset rows."""
+    def from_huggingface(self, hf, source="config.json"):
+        """Builder arguments (bert4long keys) of a ``config.json`` dict (read from ``source``, which errors name):
+        each row's value or its default, positions without the offset rows."""
         for key, value in self.refused:
             if hf.get(key, value) != value:
                 wanted = ", ".join(f"{k}={v}" for k, v in self.refused)
                 raise ValueError(f"bert4long builds {self.name} with {wanted}, as the released checkpoints; this "
                                  f"config.json has {key}={hf[key]!r}.")
         if self.config_keys is None:
-            return self.builder_class().from_huggingface_config(hf)
+            return self.builder_class().from_huggingface_config(hf, source)
         config = {ours: hf[key] if hf.get(key) is not None else default
                   for ours, _, key, default in self.config_keys if hf.get(key) is not None or default is not None}
         if "max_position" in config:

@@ -59,12 +59,18 @@ def checked(args, trained):
 
 @pytest.mark.parametrize("value, message", [
     ("cubic:4", "rope_type 'cubic' is not implemented; bert4long implements linear, dynamic, yarn"),
-    ("yarn:0.5", "needs a factor >= 1"),
-    ("yarn:x", "factor must be a positive number, got 'x'"),
+    ("yarn:0.5", "factor = 0.5 must be a finite number in [1, 2147483647]"),
+    ("yarn:x", "factor = 'x' must be a finite number in [1, 2147483647]"),
+    ("linear:1e999", "'linear:1e999': factor = inf must be a finite number in [1, 2147483647]"),
+    ("yarn:1e308", "factor = 1e+308 must be a finite number in [1, 2147483647]"),
+    ("linear:-2", "factor = -2 must be a finite number in [1, 2147483647]"),
+    ("dynamic:nan", "factor = 'nan' must be a finite number"),
+    ("yarn:4,beta_fast=1e999", "beta_fast = inf must be a finite number of rotations in [0.001, 1e6]"),
+    ("yarn:4,attention_factor=-1", "attention_factor = -1 must be a finite number in (0, 1000]"),
     ("yarn", "expected TYPE:FACTOR[,KEY=VALUE...] such as yarn:4"),
     ("yarn:4,beta_fast", "expected TYPE:FACTOR[,KEY=VALUE...]"),
     ("linear:2,beta_fast=16", "rope_type 'linear' takes ['factor'], not ['beta_fast']"),
-    ("yarn:4,beta_slow=-1", "beta_slow must be a positive number, got -1"),
+    ("yarn:4,beta_slow=-1", "beta_slow = -1 must be a finite number of rotations in [0.001, 1e6]"),
 ])
 def test_bad_values_are_refused_when_parsed(capsys, value, message):
     status, err = refused(capsys, ["export", "--checkpoint", "nowhere", "--out", "o", "--rope-scaling", value])
@@ -146,3 +152,55 @@ def test_seq_len_check_reads_the_scaling_a_folder_records(tmp_path, recorded, pl
         with pytest.raises(ValueError, match=rf"^--seq-len {placed + 1} is longer than the {placed} positions this "
                                              rf"model can place \(trained: {TRAINED}\): use --seq-len {placed} or less"):
             checked(parsed(str(tmp_path), "--seq-len", str(placed + 1)), TRAINED)
+
+
+def test_factor_beyond_int32_positions_at_the_trained_length_is_refused(modernbert_config):
+    """A factor that parses (at most 2**31 - 1) but places more positions than int32 holds once the trained
+    length is known is refused naming --rope-scaling, whatever --seq-len."""
+    with pytest.raises(ValueError, match=r"^--rope-scaling: factor = 1000000000.0 places 1.6e\+10 positions, more "
+                                         r"than 2147483647 \(positions are int32\): use a smaller factor.$"):
+        checked(parsed(modernbert_config, "--rope-scaling", "linear:1e9"), TRAINED)
+
+
+def folder_with(modernbert_folder, tmp_path, edit):
+    """A copy of the transformers-saved folder with its config.json changed by ``edit``."""
+    import shutil
+
+    folder = tmp_path / "edited"
+    shutil.copytree(modernbert_folder, folder)
+    config = json.loads((folder / "config.json").read_text())
+    edit(config)
+    (folder / "config.json").write_text(json.dumps(config))
+    return str(folder)
+
+
+def test_info_reports_the_scaling_a_transformers_4_config_records(capsys, modernbert_folder, tmp_path):
+    """The older ``rope_scaling`` key (as transformers 4.x wrote it) is the scaling every command builds with, and
+    `info` says so, with the length it reaches."""
+    def as_transformers_4(config):
+        for key in ("rope_parameters", "layer_types"):
+            config.pop(key)
+        config.update(global_rope_theta=1000.0, local_rope_theta=300.0, global_attn_every_n_layers=2,
+                      rope_scaling={"rope_type": "linear", "factor": 2.0})
+
+    folder = folder_with(modernbert_folder, tmp_path, as_transformers_4)
+    assert main(["info", folder]) == 0
+    out = capsys.readouterr().out
+    assert ("rope scaling: full_attention: linear, factor 2.0; sliding_attention: linear, factor 2.0 (from its "
+            "config.json; --rope-scaling replaces it)") in out
+    assert f"lengths: up to {2 * TRAINED} tokens with that scaling ({TRAINED} trained positions) (modernbert)" in out
+    assert main(["info", modernbert_folder]) == 0
+    out = capsys.readouterr().out
+    assert "rope scaling: full_attention: none; sliding_attention: none" in out
+    assert f"lengths: up to {TRAINED} tokens as trained (modernbert)" in out
+
+
+def test_a_nan_factor_in_the_config_is_one_line_naming_file_and_key(capsys, modernbert_folder, tmp_path):
+    def nan_factor(config):
+        config["rope_parameters"]["full_attention"].update(rope_type="linear", factor=float("nan"))
+
+    folder = folder_with(modernbert_folder, tmp_path, nan_factor)
+    status, err = refused(capsys, ["info", folder])
+    assert status == 1
+    assert err == (f"bert4long info: error: Config file {folder + '/config.json'!r}: rope_parameters['full_attention']: "
+                   "factor = nan must be a finite number in [1, 2147483647].\n")

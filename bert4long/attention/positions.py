@@ -32,7 +32,7 @@ from bert4long.ops.positions import (
     check_max_relative_position,
     sinusoidal_embeddings,
 )
-from bert4long.rope_scaling import resolve_rope_scaling
+from bert4long.rope_scaling import check_rope_number, resolve_rope_scaling
 
 
 class _Positions:
@@ -111,7 +111,7 @@ class RotateHalfPositions(_Positions):
     name = "rotate_half"
 
     def __init__(self, theta=10000.0, scaling=None):
-        self.theta = float(theta)
+        self.theta = check_rope_number("rope_theta", theta, "RotateHalfPositions(theta=...)")
         self.scaling = resolve_rope_scaling(scaling, what="RotateHalfPositions(scaling=...)")
 
     def rotate(self, q, k):

@@ -117,7 +117,7 @@ def read_huggingface_config(path):
                                 "config.json and model.safetensors).")
     hf = read_config(config_file)
     family = config_family(hf, config_file)
-    return {**family.from_huggingface(hf), "model": family.name}
+    return {**family.from_huggingface(hf, config_file), "model": family.name}
 
 
 def google_name(key, family):

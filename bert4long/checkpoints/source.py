@@ -172,7 +172,7 @@ def resolve_source(checkpoint=None, config=None, model="bert", open_reader=True,
     file_config = read_config(config_path) if config_path is not None else {}
     if "model_type" in file_config:   # a Hugging Face config.json: its family's key table
         declared = config_family(file_config, config_path)
-        translated = {**declared.from_huggingface(file_config), "model": declared.name}
+        translated = {**declared.from_huggingface(file_config, config_path), "model": declared.name}
     else:
         declared = family_named(model) if isinstance(model, str) else getattr(model, "family", None)
         translated = from_google_config(file_config)

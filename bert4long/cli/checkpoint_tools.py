@@ -227,6 +227,8 @@ def _print_family_lines(reader, config, family):
     raw = read_config(raw_path)
     if n and recorded_extension(raw) is not None:   # (BigBird: bert4long wrote it with extended positions)
         print(_lengths_line(n, raw))
+    elif n and family.rope_scaling:   # the rotary scaling its config records, as every command builds it
+        print(_rope_lines(n, config, family))
     elif n:
         print(f"lengths: up to {n} tokens as trained ({config['model']}); longer: split into chunks (finetune "
               "--pooling chunks)")
@@ -237,6 +239,18 @@ def _print_family_lines(reader, config, family):
                "classifier": any(n.startswith("classifier.") for n in bare)}
     heads = [head for head, found in present.items() if found]
     print(f"heads: {', '.join(heads) or 'none (encoder only)'}")
+
+
+def _rope_lines(n, config, family):
+    """The rotary scaling a folder's model is built with (per layer type) and the lengths it places."""
+    from bert4long.rope_scaling import describe_rope_scaling
+
+    placed = family.builder_class().placed_positions(config)
+    scalings = "; ".join(f"{kind}: {describe_rope_scaling(scaling)}" for kind, scaling in config["rope_scaling"].items())
+    reach = (f"up to {n} tokens as trained" if placed == n else
+             f"up to {placed or 'any number of'} tokens with that scaling ({n} trained positions)")
+    return (f"rope scaling: {scalings} (from its config.json; --rope-scaling replaces it)\n"
+            f"lengths: {reach} ({config['model']}); longer: split into chunks (finetune --pooling chunks)")
 
 
 def available_memory_bytes():

@@ -68,9 +68,9 @@ def rope_scaling(text):
                                          f"yarn:4,beta_fast=16, got {text!r}")
     scaling = {"rope_type": rope_type, **{key: _literal(value) for key, value in items}}
     try:   # the trained length only fills defaults a given factor does not need: any stands in for it here
-        resolve_rope_scaling(scaling, max_position=1)
+        resolve_rope_scaling(scaling, max_position=1, what=repr(text))
     except ValueError as error:
-        raise argparse.ArgumentTypeError(f"{text!r}: {error}") from None
+        raise argparse.ArgumentTypeError(str(error)) from None
     return scaling
 
 
@@ -107,7 +107,7 @@ def add_model_arguments(parser, checkpoint_required=True):
     parser.add_argument("--rope-scaling", type=rope_scaling, metavar="TYPE:FACTOR[,KEY=VALUE...]",
                         help="stretch rotary positions (ModernBERT) to FACTOR times the trained length: TYPE linear "
                              "(position interpolation), dynamic (NTK, any length) or yarn; yarn's KEYs beta_fast, "
-                             "beta_slow, attention_factor (e.g. yarn:4 or yarn:4,beta_fast=16)")
+                             "beta_slow, attention_factor, mscale, mscale_all_dim (e.g. yarn:4 or yarn:4,beta_fast=16)")
     parser.add_argument("--override-position-extension", action="store_true",
                         help="build with the position options given although the checkpoint's config records "
                              "another extension (by default a checkpoint bert4long wrote is read with the extension "
@@ -315,6 +315,7 @@ def _check_rope_scaling(args, source):
         scaled = ", ".join(f.name for f in FAMILIES if f.rope_scaling)
         raise ValueError(f"--rope-scaling stretches the rotary positions of {scaled}, and {declared.name} takes no "
                          "RoPE scaling: leave it out")
+    resolve_rope_scaling(args.rope_scaling, source.trained_positions, "--rope-scaling")   # with the trained length
     given = [option for option, value in (("--hierarchical-position", args.hierarchical_position),
                                           ("--position-extension", args.position_extension),
                                           ("--max-position", args.max_position)) if value is not None]

@@ -17,9 +17,10 @@ and -large, mmBERT). The numbers are those of transformers' PyTorch
   ``global_attn_every_n_layers``-th from layer 0) attend globally with base
   ``global_rope_theta``, the others through the ``sliding_window`` kernel,
   ``|i - j| <= local_attention // 2``, with base ``local_rope_theta``; each
-  layer type's ``rope_parameters`` may scale its rotary positions (``linear``,
-  ``dynamic`` or ``yarn``, `bert4long.ops.positions.rope_frequencies`), and
-  ``rope_scaling=`` stretches them at build time;
+  layer type's ``rope_parameters`` (or the older ``rope_scaling`` key, for both)
+  may scale its rotary positions (``linear``, ``dynamic`` or ``yarn``,
+  `bert4long.ops.positions.rope_frequencies`; read as transformers 5 reads them,
+  `rope_from_config`), and ``rope_scaling=`` stretches them at build time;
 * ``Output-Norm`` (transformers' ``final_norm``), then with ``with_mlm`` the head
   ``MLM-Dense`` (activation ``classifier_activation``), ``MLM-Norm``, the tied
   token table and ``MLM-Bias`` (``decoder.bias``).
@@ -43,7 +44,7 @@ from bert4long.layers import Add, BiasAdd, Embedding, FeedForward, GatherPositio
 from bert4long.layers.activations import get_activation
 from bert4long.models import Transformer
 from bert4long.ops.dropout import Recompute, SeededDropout, name_seed
-from bert4long.rope_scaling import resolve_rope_scaling, rope_scaled_length
+from bert4long.rope_scaling import check_rope_number, resolve_rope_scaling, rope_scaled_length
 
 LAYER_TYPES = ("full_attention", "sliding_attention")
 
@@ -94,14 +95,43 @@ def modernbert_kernel(window, attention, attention_config):
             "attention_config": {"window": window, "global_tokens": [], "max_global_tokens": 0}}
 
 
-def rope_scaling_from(rope_parameters, max_position, what):
-    """The resolved scaling of one ``rope_parameters`` entry of a ModernBERT ``config.json`` (None: none); a
-    ``dynamic`` one without ``original_max_position_embeddings``, which transformers ignores there."""
-    scaling = {key: value for key, value in (rope_parameters or {}).items() if key != "rope_theta"}
-    scaling = resolve_rope_scaling(scaling, max_position, what)
-    if scaling is not None and scaling["rope_type"] == "dynamic":
-        scaling.pop("original_max_position_embeddings")
-    return scaling
+def rope_from_config(hf, source="config.json"):
+    """``({layer type: rope_theta}, {layer type: resolved scaling or None})`` of a ModernBERT ``config.json``
+    dict, read as transformers 5 reads it: ``rope_parameters`` per layer type (one left out: unscaled), the
+    older ``rope_scaling`` merged into both, ``global_rope_theta`` / ``local_rope_theta`` where an entry has no
+    ``rope_theta``, ``type`` for a missing ``rope_type``; ``dynamic`` counts from ``max_position_embeddings``.
+    What transformers refuses (a flat ``rope_parameters``, a null entry) or reads otherwise than it is written
+    is refused naming ``source`` and the key."""
+    where, rope, legacy = f"Config file {source!r}", hf.get("rope_parameters") or {}, hf.get("rope_scaling")
+    if not (isinstance(rope, dict) and set(rope) <= set(LAYER_TYPES) and all(isinstance(e, dict) for e in rope.values())):
+        raise ValueError(f"{where}: rope_parameters = {rope!r} is not one dict per layer type, which transformers 5 "
+                         "refuses for ModernBERT: write {'full_attention': {'rope_type': 'linear', 'factor': 2.0, "
+                         "'rope_theta': 160000.0}, 'sliding_attention': {...}}, or the older rope_scaling key "
+                         "(applied to both layer types).")
+    if legacy is not None and not (isinstance(legacy, dict) and (not rope or set(rope) == set(LAYER_TYPES))):
+        raise ValueError(f"{where}: rope_scaling = {legacy!r} needs to be a dict such as {{'rope_type': 'linear', "
+                         "'factor': 2.0}, beside a rope_parameters with both layer types or none (transformers 5 "
+                         f"refuses anything else); got rope_parameters for {sorted(rope)}.")
+    thetas, scalings = {}, {}
+    for layer_type, (theta_key, theta) in {"full_attention": ("global_rope_theta", 160000.0),
+                                          "sliding_attention": ("local_rope_theta", 10000.0)}.items():
+        entry = {**(rope.get(layer_type) or {"rope_type": "default"}), **(legacy or {})}
+        what = f"{where}: rope_parameters[{layer_type!r}]" + (" with rope_scaling" if legacy else "")
+        thetas[layer_type] = (check_rope_number("rope_theta", entry.pop("rope_theta"), what) if "rope_theta" in entry
+                              else check_rope_number(theta_key, hf.get(theta_key, theta), where))
+        kind = entry.pop("type", None)
+        entry.setdefault("rope_type", kind or "default")
+        if kind is not None and kind != entry["rope_type"]:
+            raise ValueError(f"{what}: 'type': {kind!r} beside rope_type {entry['rope_type']!r}: transformers 5 reads "
+                             "rope_type and ignores type; rename type to rope_type to scale, or drop it.")
+        if entry.pop("truncate", True) is not True:
+            raise ValueError(f"{what}: truncate must be true: transformers' ModernBERT reads no truncate per layer "
+                             "type (it always truncates yarn's correction range); drop it.")
+        scaling = resolve_rope_scaling(entry, hf.get("max_position_embeddings", 8192), what)
+        if scaling is not None and scaling["rope_type"] == "dynamic":   # (transformers ignores it there)
+            scaling.pop("original_max_position_embeddings")
+        scalings[layer_type] = scaling
+    return thetas, scalings
 
 
 def rope_parameters_entry(theta, scaling):
@@ -241,15 +271,15 @@ class ModernBERT(Transformer):
         return rope_scaled_length(scaling, max_position)
 
     @staticmethod
-    def from_huggingface_config(hf):
-        """`build_transformer_model` keyword arguments from a ModernBERT ``config.json`` dict.
+    def from_huggingface_config(hf, source="config.json"):
+        """`build_transformer_model` keyword arguments from a ModernBERT ``config.json`` dict (read from ``source``).
 
         Reads transformers 5's ``layer_types`` / ``rope_parameters`` and the older
-        ``global_attn_every_n_layers`` / ``global_rope_theta`` / ``local_rope_theta``.
+        ``global_attn_every_n_layers`` / ``global_rope_theta`` / ``local_rope_theta`` / ``rope_scaling``
+        (`rope_from_config`).
         """
-        rope = hf.get("rope_parameters") or {}
+        thetas, scalings = rope_from_config(hf, source)
         max_position = hf.get("max_position_embeddings", 8192)
-        theta = {t: (rope.get(t) or {}).get("rope_theta") for t in LAYER_TYPES}
         config = {key: hf[key] for key in ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads",
                                            "intermediate_size", "initializer_range", "local_attention",
                                            "global_attn_every_n_layers", "layer_types", "norm_bias",
@@ -262,10 +292,9 @@ class ModernBERT(Transformer):
             layer_norm_epsilon=hf.get("norm_eps", 1e-5),
             pad_token_id=hf.get("pad_token_id", 50283),
             attention_dropout_rate=hf.get("attention_dropout", 0.0),
-            global_rope_theta=theta["full_attention"] or hf.get("global_rope_theta", 160000.0),
-            local_rope_theta=theta["sliding_attention"] or hf.get("local_rope_theta", 10000.0),
-            rope_scaling={t: rope_scaling_from(rope.get(t), max_position, f"ModernBERT config: rope_parameters[{t!r}]")
-                          for t in LAYER_TYPES},
+            global_rope_theta=thetas["full_attention"],
+            local_rope_theta=thetas["sliding_attention"],
+            rope_scaling=scalings,
             huggingface_config=hf,
         )
         return config
@@ -383,6 +412,6 @@ class ModernBERT(Transformer):
                              "sliding_attention": rope_parameters_entry(self.local_rope_theta,
                                                                         self.rope_scaling["sliding_attention"])},
         )
-        for old in ("global_rope_theta", "local_rope_theta"):  # superseded by rope_parameters
+        for old in ("global_rope_theta", "local_rope_theta", "rope_scaling"):  # superseded by rope_parameters
             config.pop(old, None)
         return config

@@ -93,7 +93,8 @@ def rope_frequencies(dim, theta, scaling=None, length=None):
     ``theta * (factor * L / L0 - factor + 1) ** (dim / (dim - 2))`` for a ``length`` ``L`` (a tensor is fine:
     no Python branch on it) beyond ``L0 = original_max_position_embeddings``; ``yarn`` blends the
     frequencies and the interpolated ones (``/ factor``) along a ramp between the dimensions that turn
-    ``beta_fast`` and ``beta_slow`` times over ``L0``, and scales cos and sin by its attention factor.
+    ``beta_fast`` and ``beta_slow`` times over ``L0``, and scales cos and sin by its attention factor
+    (``0.1 ln(factor) + 1``; with ``mscale`` and ``mscale_all_dim`` the ratio of that scale with each).
 
     Example:
     >>> from bert4long.ops.positions import rope_frequencies
@@ -132,10 +133,14 @@ def rope_frequencies(dim, theta, scaling=None, length=None):
     extrapolated = np.float32(1.0) - ramp   # share of the unscaled frequency (high frequencies: all)
     frequencies = (np.float32(1.0) / (np.float32(factor) * wavelengths) * (np.float32(1.0) - extrapolated)
                    + np.float32(1.0) / wavelengths * extrapolated)
+
+    def magnitude(mscale=1.0):   # YaRN's attention scale of a factor
+        return 0.1 * mscale * math.log(factor) + 1.0 if factor > 1 else 1.0
+
     attention_factor = scaling["attention_factor"]
-    if attention_factor is None:
-        attention_factor = 0.1 * math.log(factor) + 1.0 if factor > 1 else 1.0
-    return frequencies, attention_factor
+    if attention_factor is None and scaling["mscale"] and scaling["mscale_all_dim"]:
+        attention_factor = magnitude(scaling["mscale"]) / magnitude(scaling["mscale_all_dim"])
+    return frequencies, magnitude() if attention_factor is None else attention_factor
 
 
 def apply_rotary_half(x, theta=10000.0, scaling=None):
