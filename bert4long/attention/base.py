@@ -47,19 +47,23 @@ class KernelOption(NamedTuple):
 
 
 def softmax_dtype(dtype):
-    """The dtype attention scores are masked and normalised in: float32, except bfloat16 scores on TensorFlow and
-    PyTorch, which stay bfloat16.
+    """The dtype attention scores are masked and normalised in: float32, except bfloat16 scores on PyTorch, and on
+    TensorFlow on a CPU with bfloat16 units (`bert4long.precision.bfloat16_units`), which stay bfloat16.
 
-    Their bfloat16 softmax kernels compute in float32 and round once at the end (oneDNN, PyTorch's CPU kernels):
-    within one bfloat16 step of the float32 softmax of the same scores, which the matmul that made them has already
-    rounded to bfloat16. A cast to float32 and back would only add two passes over the ``[batch, heads, q, k]``
-    scores, which cost more than the matmuls at 2,048 tokens on CPU. JAX's bfloat16 softmax computes in bfloat16
-    (7% off at 8,192 keys), and float16 would overflow at `MASKED_SCORE`: both are normalised in float32.
+    Those bfloat16 softmax kernels compute in float32 and round once at the end (PyTorch's CPU kernels; oneDNN's on
+    AVX512-BF16, AMX or Arm BF16): within one bfloat16 step of the float32 softmax of the same scores, which the
+    matmul that made them has already rounded to bfloat16. A cast to float32 and back would only add two passes over
+    the ``[batch, heads, q, k]`` scores, which cost more than the matmuls at 2,048 tokens on CPU. TensorFlow's
+    bfloat16 softmax on other CPUs (an AVX2-only AMD EPYC: Eigen's) and JAX's sum in bfloat16 (7.7% off at 8,192
+    keys), and float16 would overflow at `MASKED_SCORE`: all three are normalised in float32.
 
     >>> softmax_dtype("float16")
     'float32'
     """
-    keep_bfloat16 = keras.backend.backend() in ("tensorflow", "torch")
+    from bert4long.precision import bfloat16_units
+
+    backend = keras.backend.backend()
+    keep_bfloat16 = backend == "torch" or (backend == "tensorflow" and bfloat16_units() is not None)
     return "bfloat16" if keep_bfloat16 and keras.backend.standardize_dtype(dtype) == "bfloat16" else "float32"
 
 
