@@ -19,6 +19,11 @@ import warnings
 _SHOW_LOGS = False
 
 
+class BackendMissing(ImportError):
+    """Keras's backend (``KERAS_BACKEND``) does not import: its package is not installed; the message names both and
+    the fix."""
+
+
 def show_tensorflow_logs():
     """Let TensorFlow's start-up logs through from now on (call it before TensorFlow starts)."""
     global _SHOW_LOGS
@@ -34,8 +39,8 @@ def quiet():
 @contextlib.contextmanager
 def quiet_startup():
     """Run the block (an import that starts TensorFlow) with stderr parked; replay it if the block fails, unless
-    with a refused argument (`ValueError`, `FileNotFoundError`: the command's own message says it all). Nothing is
-    parked when TensorFlow has started already."""
+    with a refused argument (`ValueError`, `FileNotFoundError`) or a missing backend (`BackendMissing`): the command's
+    own message says it all. Nothing is parked when TensorFlow has started already."""
     if "tensorflow" in sys.modules or not quiet():
         yield
         return
@@ -52,7 +57,7 @@ def quiet_startup():
             yield
         except BaseException as error:
             os.dup2(saved, 2)
-            if not isinstance(error, (ValueError, FileNotFoundError)):
+            if not isinstance(error, (ValueError, FileNotFoundError, BackendMissing)):
                 sink.seek(0)
                 sys.stderr.write(sink.read().decode(errors="replace"))
             raise
@@ -67,7 +72,8 @@ def quiet_startup():
 def start_keras_quietly():
     """Import Keras with the start-up logs silenced (see `quiet_startup`); where Keras runs on TensorFlow, TensorFlow's
     devices are created in the same block. Another backend starts no TensorFlow: a command that needs it says so
-    (`bert4long.tensorflow_only.require_tensorflow`), and a TF checkpoint imports it when it is read.
+    (`bert4long.tensorflow_only.require_tensorflow`), and a TF checkpoint imports it when it is read. A backend whose
+    package is not installed raises `BackendMissing` (one line) rather than Keras's import traceback.
 
     Example:
     >>> from bert4long.tf_startup import start_keras_quietly
@@ -77,7 +83,16 @@ def start_keras_quietly():
     """
     with quiet_startup(), warnings.catch_warnings():
         warnings.simplefilter("ignore")   # the import's deprecation notices (this block only)
-        import keras
+        try:
+            import keras
+        except ModuleNotFoundError as error:
+            missing = (error.name or "").split(".")[0]
+            if not missing or missing == "keras":
+                raise
+            chosen = os.environ.get("KERAS_BACKEND")
+            raise BackendMissing(f"{f'KERAS_BACKEND={chosen}' if chosen else 'the Keras backend of ~/.keras/keras.json'}"
+                                 f" needs the {missing!r} package, which is not installed ({error}): install it (pip "
+                                 f"install {missing}) or set KERAS_BACKEND=tensorflow") from None
 
         if keras.backend.backend() == "tensorflow":
             import tensorflow as tf

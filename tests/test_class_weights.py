@@ -6,7 +6,7 @@ import keras
 import numpy as np
 import pytest
 
-from bert4long.cli import main
+from bert4long.cli import main, tasks
 from bert4long.training import make_optimizer
 from bert4long.training.finetune import balanced_class_weights, compile_finetune
 
@@ -91,3 +91,19 @@ def test_class_weights_are_refused_for_token_labelling_and_a_missing_file(tiny_b
     assert "--class-weight is for --task classify" in capsys.readouterr().err
     assert main(_finetune(tiny_bert[1], tags, tmp_path / "run", "--class-weight", str(tmp_path / "none.json"))) == 1
     assert "none.json': no such file; pass balanced, or a JSON file" in capsys.readouterr().err
+
+
+def test_class_weights_large_enough_to_overflow_the_loss_are_named_as_its_likely_cause(tiny_bert, imbalanced, tmp_path,
+                                                                                       capsys):
+    """A loss that became NaN/inf under huge --class-weight weights names them (was: "Lower --learning-rate" alone);
+    with no weights the message stays the learning rate's."""
+    weights = tmp_path / "weights.json"
+    weights.write_text('{"a": 1e39, "b": 2}')   # past float32's 3.4e38: inf / inf in the loss
+    assert main(_finetune(tiny_bert[1], imbalanced, tmp_path / "run", "--steps", "2", "--class-weight",
+                          str(weights))) == 1
+    err = capsys.readouterr().err
+    assert "The loss became NaN/inf at step 1" in err and len(err.strip().splitlines()) == 1, err
+    assert err.rstrip().endswith("The likely cause is --class-weight: its weights reach 1e+39, and a loss weighed that "
+                                 "heavily can overflow; give weights nearer 1 (such as --class-weight balanced) and run "
+                                 "again (or lower --learning-rate)."), err
+    assert tasks._class_weight_cause(None) is None and tasks._class_weight_cause([1.0, 9.0]) is None

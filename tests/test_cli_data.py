@@ -140,7 +140,8 @@ def test_finetune_integer_labels_then_predict(tiny_bert, tmp_path, capsys):
     rows = [json.loads(line) for line in (tmp_path / "scored.jsonl").read_text().splitlines()]
     assert [row["label"] for row in rows] == [i % 2 for i in range(6)]   # the input's fields, as they were given
     assert all(row["text"] == json.loads(line)["text"] for row, line in zip(rows, train.read_text().splitlines()))
-    gold, predicted = [str(row["label"]) for row in rows], [row["predicted_label"] for row in rows]
+    assert all(type(row["predicted_label"]) is int for row in rows)   # the type of the training labels, as "label"
+    gold, predicted = [str(row["label"]) for row in rows], [str(row["predicted_label"]) for row in rows]
     metrics = pytest.importorskip("sklearn.metrics")
     scores = json.loads((tmp_path / "scores.json").read_text())
     assert scores["macro_f1"] == pytest.approx(metrics.f1_score(gold, predicted, average="macro", labels=["0", "1"],
@@ -155,7 +156,7 @@ def test_finetune_integer_labels_then_predict(tiny_bert, tmp_path, capsys):
                  "--output", str(tmp_path / "out.jsonl"), "--batch-size", "2"]) == 0
     lines = [json.loads(line) for line in (tmp_path / "out.jsonl").read_text().splitlines()]
     assert [line["source"] for line in lines] == ["d0.txt", "d1.txt", "d2.txt"]
-    assert all(line["predicted_label"] in ("0", "1") and "label" not in line
+    assert all(line["predicted_label"] in (0, 1) and type(line["predicted_label"]) is int and "label" not in line
                and abs(sum(line["probabilities"].values()) - 1) < 1e-5 for line in lines)
 
 

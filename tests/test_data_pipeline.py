@@ -79,6 +79,17 @@ def test_bad_jsonl_lines_name_the_line(tmp_path):
         read_documents(tmp_path / "missing")
 
 
+def test_integer_labels_are_told_from_string_ones_and_kept_in_the_cache(tmp_path, tok):
+    """``Corpus.integer_labels``: every label a JSON integer (what finetune records, so that predict answers in the
+    type of the training labels), read back from the cache."""
+    for labels, integer in (([0, 1], True), (["0", 1], False), ([None, None], False)):
+        path = tmp_path / f"{integer}-{labels[0]}.jsonl"
+        path.write_text("".join(json.dumps({"text": "a b", "label": label}) + "\n" for label in labels))
+        read = [load_corpus(path, tok, cache_dir=tmp_path / "cache") for _ in range(2)]   # then from the cache
+        assert [corpus.integer_labels for corpus in read] == [integer, integer], labels
+        assert read[0].labels == [None if label is None else str(label) for label in labels]
+
+
 def test_cache_is_used_then_invalidated(folder, tok, monkeypatch):
     calls = []
     real = Tokenizer.encode_documents

@@ -113,3 +113,24 @@ def test_the_shipped_articles_are_the_ones_the_built_in_model_was_kept_from():
     from benchmarks.make_wikipedia_articles import wikipedia_articles
 
     assert articles == wikipedia_articles()
+
+
+def test_a_demo_stopped_by_sigterm_says_a_rerun_starts_over(tiny_bert, tmp_path, capsys, monkeypatch):
+    """The main job keeps no checkpoint: SIGTERM's line says a rerun starts over (was: "run the same command again
+    to continue", which started over too)."""
+    import signal
+
+    from bert4long.cli import demo
+
+    def stop(*args):
+        os.kill(os.getpid(), signal.SIGTERM)
+        raise AssertionError("SIGTERM did not stop the demo")
+
+    monkeypatch.setattr(demo, "_compare", stop)
+    corpus = tmp_path / "texts.jsonl"
+    corpus.write_text("\n".join(json.dumps({"text": " ".join(f"w{j % 30}" for j in range(80))}) for _ in range(3)))
+    assert main(["pretrain", "--demo", "--checkpoint", tiny_bert[1], "--corpus", str(corpus), "--out",
+                 str(tmp_path / "x")]) == 128 + signal.SIGTERM
+    err = capsys.readouterr().err
+    assert "SIGTERM received: pretrain stopped; it keeps no checkpoint of its work, so running the same command " \
+           "again starts it over." in err and "to continue" not in err, err

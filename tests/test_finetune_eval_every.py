@@ -2,6 +2,10 @@
 and what a finished run leaves on disk (--keep-checkpoints, one copy of the kept weights)."""
 import contextlib
 import json
+import os
+import subprocess
+import sys
+import time
 
 import numpy as np
 import pytest
@@ -109,14 +113,17 @@ def test_their_refusals_come_before_tensorflow(tmp_path):
         assert message in messages and not packages & HEAVY, messages[-2000:]
 
 
-@pytest.mark.parametrize("available_gib, warning", [
+@pytest.mark.parametrize("available_gib, warning, others", [
     (3.5, "warning: that is more than the memory available: lower --batch-size to 3 (the most that fits by this "
-          "estimate, with that headroom)"),
+          "estimate, with that headroom)", []),
     (4.4, "warning: that is within 15% of the memory available, and the estimate can be that much below the peak: "
-          "lower --batch-size to 3 (the most"),   # 4 rows: 4.0 GiB, 4.6 with the headroom
+          "lower --batch-size to 3 (the most", []),   # 4 rows: 4.0 GiB, 4.6 with the headroom
+    (8.0, "warning: 2 other bert4long training run(s) are running on this machine (process 4242, 4343): the memory "
+          "available now does not count what they will take as they grow, so this estimate cannot tell whether the "
+          "runs fit together", [4242, 4343]),   # (was: told it fits, as each of three runs side by side was)
 ])
 def test_the_memory_of_the_longest_batch_is_estimated_before_training_and_a_batch_that_fits_named(
-        tiny_bert, tmp_path, monkeypatch, capsys, available_gib, warning):
+        tiny_bert, tmp_path, monkeypatch, capsys, available_gib, warning, others):
     from bert4long.cli import checkpoint_tools
 
     asked = []
@@ -127,14 +134,38 @@ def test_the_memory_of_the_longest_batch_is_estimated_before_training_and_a_batc
 
     monkeypatch.setattr(checkpoint_tools, "training_step_bytes", estimate)
     monkeypatch.setattr(checkpoint_tools, "available_memory_bytes", lambda: int(available_gib * 2**30))
+    monkeypatch.setattr(checkpoint_tools, "other_training_runs", lambda: others)
     train = _write(tmp_path / "train.jsonl", [{"text": " ".join(["w5"] * (i + 1)), "label": "ab"[i % 2]}
                                               for i in range(8)])
     assert main(_base(tiny_bert, train, tmp_path / "run", "--steps", "1", "--batch-size", "4", "--quiet")) == 0
     out = capsys.readouterr().out
     assert asked[0] == (8, 4)   # the longest bucket (--seq-len 8; the shortest rows are 3 tokens), 4 rows
     assert "memory: about 4.0 GiB at the peak, a step on the longest batch (4 x 8 tokens" in out, out
-    assert f"against {available_gib} GiB available" in out and warning in out, out
+    assert f"against {available_gib} GiB available now" in out and warning in out, out
+    assert ("other bert4long training run" in out) == bool(others) and ("lower --batch-size" in out) != bool(others)
     assert out.index("memory: about") < out.index("checkpoint saved: step 1")   # before the first step
+
+
+def test_other_training_runs_are_the_live_bert4long_pretrain_and_finetune_processes():
+    """`other_training_runs` finds another process whose command line is ``bert4long finetune`` (or ``pretrain``), and
+    neither this process nor a process of another command."""
+    from bert4long.cli.checkpoint_tools import other_training_runs
+
+    if not os.path.isdir("/proc"):
+        pytest.skip("no /proc to read processes from")
+    sleep = [sys.executable, "-c", "import time; time.sleep(60)"]
+    runs = [subprocess.Popen([*sleep, "bert4long", "finetune"]), subprocess.Popen([*sleep, "bert4long", "predict"])]
+    try:
+        deadline = time.monotonic() + 10
+        while runs[0].pid not in other_training_runs() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        found = other_training_runs()
+        assert runs[0].pid in found and runs[1].pid not in found and os.getpid() not in found, found
+    finally:
+        for run in runs:
+            run.kill()
+            run.wait()
+    assert runs[0].pid not in other_training_runs()
 
 
 def test_info_estimates_the_batch_it_is_given(tiny_bert, capsys):

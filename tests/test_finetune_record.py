@@ -123,3 +123,25 @@ def test_the_default_check_can_fail():
     parser.add_argument("--out", default="run", help="(default other)")
     parser.add_argument("--warmup", type=int, help="(default 10%% of --steps)")
     assert _wrong_defaults(parser) == [("--steps", "1000", None), ("--task", "a", None), ("--out", "other", "run")]
+
+
+def test_a_resume_with_another_valid_file_or_select_metric_is_refused_or_says_what_changed(tiny_bert, tmp_path, capsys):
+    """--valid (its path and what was read from it) and --select-metric choose the kept weights: a resume with
+    others is refused naming them, and --accept-changes says what changed (was: epochs scored on two sets, the best
+    chosen across both, with no word)."""
+    train = _write(tmp_path / "train.jsonl", [{"text": f"w{i} w{i + 1} w3", "label": "ab"[i % 2]} for i in range(6)])
+    valid = _write(tmp_path / "valid.jsonl", [{"text": "w1 w2", "label": "a"}, {"text": "w3 w4", "label": "b"}])
+    other = _write(tmp_path / "other.jsonl", [{"text": "w5 w6", "label": "b"}, {"text": "w7", "label": "a"}])
+    common = ["finetune", "--checkpoint", tiny_bert[1], "--train", train, "--seq-len", "8", "--batch-size", "2",
+              "--no-xla", "--quiet", "--out", str(tmp_path / "run")]
+    assert main([*common, "--valid", valid, "--epochs", "1"]) == 0
+    capsys.readouterr()
+    for changed, named in ((["--valid", other], "valid: saved "), (["--valid", valid, "--select-metric", "accuracy"],
+                                                                     "select_metric: saved 'macro_f1' vs now 'accuracy'")):
+        assert main([*common, *changed, "--epochs", "2"]) == 1
+        err = capsys.readouterr().err
+        assert "Cannot resume from" in err and named in err and len(err.strip().splitlines()) == 1, err
+    assert main([*common, "--valid", other, "--epochs", "2", "--accept-changes"]) == 0
+    out = capsys.readouterr().out
+    assert "with changed settings (valid: saved " + repr(os.path.abspath(valid)) + " vs now " + \
+           repr(os.path.abspath(other)) + ", valid_fingerprint: saved " in out, out

@@ -158,3 +158,25 @@ def test_multilabel_options_are_refused_for_other_tasks(tiny_bert, tmp_path, cap
     args = _finetune(tiny_bert[1], train, tmp_path / "run", "--multilabel-loss", "mcc")
     assert main([a for a in args if a not in ("--task", "multilabel")]) == 1
     assert "--multilabel-loss is for --task multilabel" in capsys.readouterr().err
+
+
+def test_a_training_set_with_no_label_at_all_is_refused_as_nothing_to_learn(tiny_bert, tmp_path, capsys):
+    """Every 'labels' list empty is legal line by line, but leaves nothing to learn (was: "give every document a
+    label", which an empty list needs not)."""
+    train = _write(tmp_path / "train.jsonl", [{"text": "a b", "labels": []}, {"text": "b c", "labels": []}])
+    assert main(_finetune(tiny_bert[1], train, tmp_path / "run")) == 1
+    err = capsys.readouterr().err
+    assert "no label appears in any line (every 'labels' list is empty), so there is nothing to learn; multi-label " \
+           "training needs at least one labelled document" in err and len(err.strip().splitlines()) == 1, err
+    assert "give every document a label" not in err and not (tmp_path / "run").exists()
+
+
+def test_a_list_as_a_classify_label_points_to_multilabel(tiny_bert, tmp_path, capsys):
+    """--task classify on {"label": ["neg"]} lines: refused in one line (was: classes named "['neg']")."""
+    train = _write(tmp_path / "train.jsonl", [{"text": "a b", "label": "pos"}, {"text": "b c", "label": ["neg"]}])
+    args = _finetune(tiny_bert[1], train, tmp_path / "run")
+    assert main([a for a in args if a not in ("--task", "multilabel")]) == 1
+    err = capsys.readouterr().err
+    assert "train.jsonl:2: 'label' is ['neg'], not one label (a string or an integer); a document with a list of " \
+           "labels is multi-label: give them as 'labels' and pass --task multilabel" in err, err
+    assert len(err.strip().splitlines()) == 1 and not (tmp_path / "run").exists()

@@ -18,6 +18,8 @@ CASES = [  # (key, value, what the message says)
                                        "not a string)"),
     ("vocab_size", 0, "vocab_size = 0 must be a whole number >= 1"),
     ("hidden_dropout_prob", 1.5, "hidden_dropout_prob = 1.5 must be a number in [0, 1)"),
+    ("hidden_act", "gelu_fancy", "hidden_act = 'gelu_fancy' is not an activation bert4long knows; use one of celu, "
+                                 "elu, exponential, gelu, gelu_erf, gelu_fast, gelu_new,"),   # (was: Keras's message)
 ]
 
 

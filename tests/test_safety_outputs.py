@@ -195,6 +195,34 @@ def test_full_disk_keeps_every_previous_file_and_removes_temporaries(tmp_path, m
     assert path.read_text() == "old model" and sorted(os.listdir(tmp_path)) == ["ckpt", "model.keras", "run"]
 
 
+def test_a_full_disk_under_export_and_predict_is_one_line_naming_the_output(model_dir, tmp_path, capsys, monkeypatch):
+    """export's SavedModel (TensorFlow's ResourceExhaustedError) and predict's --output (ENOSPC while it is written)
+    say it as pretrain and finetune do, leaving no half-written output or temporary behind (was: a traceback)."""
+    import keras
+
+    from bert4long.cli import tasks
+
+    prefix, inputs = str(model_dir / "bert_model.ckpt"), snapshot(model_dir)
+    monkeypatch.setattr(type(keras.export.ExportArchive()), "write_out", _enospc)   # (its backend's class)
+    served = tmp_path / "served"
+    assert main(["export", "--checkpoint", prefix, "--out", str(served)]) == 1
+    assert f"Could not write {str(served)!r}: the disk is full (nothing was left half written). Free some space and " \
+           "run the command again." in _error(capsys)
+    documents = tmp_path / "docs.jsonl"
+    documents.write_text('{"text": "w1 w2"}\n{"text": "w3"}\n')
+
+    def full(*args, **kwargs):   # the first batch's answers, then no space for them
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(tasks, "_predict_batch", full)
+    scored = tmp_path / "scored.jsonl"
+    assert main(["predict", "--checkpoint", prefix, "--input", str(documents), "--output", str(scored)]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err[-1].startswith(f"bert4long predict: error: [Errno 28] Could not write {str(scored)!r}: the disk is "
+                              "full (nothing was left half written)") and "Traceback" not in "".join(err), err
+    assert sorted(os.listdir(tmp_path)) == ["docs.jsonl", "model"] and snapshot(model_dir) == inputs
+
+
 @pytest.mark.skipif(os.geteuid() != 0 or shutil.which("mount") is None, reason="a real full disk needs a tmpfs")
 def test_a_real_full_disk_keeps_the_previous_training_checkpoint(tmp_path):
     disk = tmp_path / "disk"

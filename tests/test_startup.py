@@ -52,3 +52,12 @@ def test_argument_errors_come_before_tensorflow(tmp_path):
         packages, _, messages = imported_packages(*argv, status=1)
         assert message in messages, messages[-2000:]
         assert not packages & HEAVY, f"`bert4long {' '.join(argv)}` imports {sorted(packages & HEAVY)} before refusing"
+
+
+def test_a_predict_window_too_short_for_cls_and_sep_is_refused_before_tensorflow(tmp_path):
+    """``predict --seq-len 2`` leaves no room beside [CLS] and [SEP]: argparse refuses it naming the option and its
+    minimum (was: an error naming ``maxlen``, after the model had loaded)."""
+    packages, _, messages = imported_packages("predict", "--checkpoint", checkpoint(), "--input", str(tmp_path),
+                                              "--output", str(tmp_path / "out.jsonl"), "--seq-len", "2", status=2)
+    assert "argument --seq-len: must be a window of at least 3 tokens ([CLS], one token, [SEP]), got 2" in messages
+    assert not packages & HEAVY, sorted(packages & HEAVY)

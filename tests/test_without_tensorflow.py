@@ -154,3 +154,29 @@ def test_the_package_builds_without_tensorflow(tiny_family):
 
 if __name__ == "__main__":
     child(*sys.argv[1:])
+
+
+@pytest.mark.parametrize("backend", ["jax", "torch"])
+def test_a_backend_that_is_not_installed_is_named_in_one_line(tiny_bert, tmp_path, backend):
+    """``KERAS_BACKEND=jax`` (or torch) where its package does not import (``sys.modules[name] = None``, as on a
+    machine without it): every command says so in one line, the TensorFlow-only ones too (was: Keras's import
+    traceback, ``No module named 'jax'``), and writes nothing."""
+    train = tmp_path / "train.jsonl"
+    train.write_text('{"text": "a b c", "label": "x"}\n{"text": "b c", "label": "y"}\n', encoding="utf-8")
+    prefix = tiny_bert[1]
+    commands = {"info": ["info", prefix],
+                "predict": ["predict", "--checkpoint", prefix, "--input", str(train), "--output", "scored.jsonl"],
+                "finetune": ["finetune", "--checkpoint", prefix, "--train", str(train), "--out", "run"],
+                "pretrain": ["pretrain"], "export": ["export", "--checkpoint", prefix, "--out", "served"]}
+    code = (f"import sys; sys.modules[{backend!r}] = None; from bert4long.cli import main; "
+            "sys.exit(main(sys.argv[1:]))")
+    env = dict(os.environ, KERAS_BACKEND=backend, PYTHONPATH=os.pathsep.join(filter(None, [ROOT, os.environ.get(
+        "PYTHONPATH")])))
+    for name, argv in commands.items():
+        run = subprocess.run([sys.executable, "-c", code, *argv], env=env, cwd=tmp_path, capture_output=True,
+                             text=True, timeout=120)
+        assert run.returncode == 1 and len(run.stderr.strip().splitlines()) == 1, (name, run.stderr[-3000:])
+        assert run.stderr.startswith(f"bert4long {name}: error: KERAS_BACKEND={backend} needs the {backend!r} "
+                                     "package, which is not installed") and run.stderr.rstrip().endswith(
+            f"install it (pip install {backend}) or set KERAS_BACKEND=tensorflow"), (name, run.stderr)
+    assert sorted(os.listdir(tmp_path)) == ["train.jsonl"]

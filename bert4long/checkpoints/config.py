@@ -62,6 +62,8 @@ POSITIVE_INTS = ("vocab_size", "hidden_size", "num_hidden_layers", "num_attentio
 NON_NEGATIVE_INTS = ("type_vocab_size", "segment_vocab_size", "pad_token_id")
 POSITIVE_FLOATS = ("layer_norm_eps", "layer_norm_epsilon", "norm_eps", "initializer_range")
 RATES = ("hidden_dropout_prob", "attention_probs_dropout_prob", "dropout_rate", "attention_dropout_rate")
+# The feed-forward activation, under Google's and Hugging Face's name (BERT's) and ModernBERT's.
+ACTIVATION_KEYS = ("hidden_act", "hidden_activation")
 # The position extension a checkpoint was trained with (`bert4long.checkpoints.position_record`: its format and its check).
 RECORD_KEY = "bert4long_position_extension"
 
@@ -95,6 +97,21 @@ def _bad_value(key, value):
     return None
 
 
+def _check_activations(config, source):
+    """Refuse an activation key (`ACTIVATION_KEYS`) whose value `get_activation` does not know, naming the file, the
+    key, the value and the valid names."""
+    given = {key: config[key] for key in ACTIVATION_KEYS if config.get(key) is not None}
+    if not given:
+        return
+    from bert4long.layers.activations import activation_names
+
+    names = activation_names()
+    for key, value in given.items():
+        if value not in names:
+            raise ValueError(f"Config file {source!r}: {key} = {value!r} is not an activation bert4long knows; use one "
+                             f"of {', '.join(names)}.")
+
+
 def validate_config(config, source):
     """Refuse (``ValueError`` naming ``source``, the key and the fix) a config that would build a broken model, or
     whose position-extension record is not one bert4long writes (`bert4long.checkpoints.position_record.check_record`)."""
@@ -106,6 +123,7 @@ def validate_config(config, source):
         if problem:
             raise ValueError(f"Config file {source!r}: {key} = {value!r} {problem}. Fix that value (the checkpoint's "
                              "original config has it right).")
+    _check_activations(config, source)
     hidden, heads = config.get("hidden_size"), config.get("num_attention_heads")
     if hidden and heads and hidden % heads:
         raise ValueError(f"Config file {source!r}: num_attention_heads = {heads} does not divide hidden_size = "

@@ -265,6 +265,34 @@ def available_memory_bytes():
     return os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
 
 
+def other_training_runs():
+    """The process ids of the other ``bert4long pretrain`` and ``finetune`` commands running on this machine (read
+    from /proc; this process and those that started it excluded; empty without /proc)."""
+    def parent(pid):
+        with open(f"/proc/{pid}/stat", encoding="utf-8", errors="replace") as f:
+            return int(f.read().rsplit(")", 1)[1].split()[1])
+
+    mine, pid = set(), os.getpid()
+    while pid > 1 and pid not in mine:
+        mine.add(pid)
+        try:
+            pid = parent(pid)
+        except (OSError, ValueError, IndexError):
+            break
+    found = []
+    for entry in os.listdir("/proc") if os.path.isdir("/proc") else []:
+        try:
+            with open(f"/proc/{entry}/cmdline", "rb") as f:
+                argv = f.read().split(b"\0")
+        except OSError:   # (not a process, or gone meanwhile)
+            continue
+        if entry.isdigit() and int(entry) not in mine and any(
+                os.path.basename(a) in (b"bert4long", b"bert4long.cli") and b in (b"pretrain", b"finetune")
+                for a, b in zip(argv, argv[1:])):
+            found.append(int(entry))
+    return sorted(found)
+
+
 def training_step_bytes(config, parameters, kernel, length, batch=1):
     """Rough float32 bytes of one training step of ``batch`` rows of ``length`` tokens inside ``tf.function``: 1 GiB
     for the TensorFlow runtime, weights, gradients and AdamW's two slots (16 bytes a parameter), activations per layer and

@@ -38,6 +38,7 @@ positive_float = _number(float, lambda v: 0 < v < math.inf, "a finite number > 0
 non_negative_float = _number(float, lambda v: 0 <= v < math.inf, "a finite number >= 0")
 fraction = _number(float, lambda v: 0 <= v < 1, "a fraction in [0, 1)")
 sequence_length = _number(int, lambda v: v >= 8, "a sequence length of at least 8 tokens")
+window_length = _number(int, lambda v: v >= 3, "a window of at least 3 tokens ([CLS], one token, [SEP])")
 
 
 def hierarchical_alpha(text):

@@ -43,6 +43,18 @@ def set_default_gelu(form):
     _DEFAULT_GELU["form"] = form
 
 
+def activation_names():
+    """The names `get_activation` resolves, sorted: bert4long's GELU spellings and Keras's activations.
+
+    >>> from bert4long.layers.activations import activation_names
+    >>> {"gelu", "gelu_new", "relu", "tanh"} <= set(activation_names())
+    True
+    """
+    keras_names = {name for name in dir(keras.activations) if not name.startswith("_")} - {"get", "serialize",
+                                                                                           "deserialize"}
+    return sorted({"gelu", *_ALIASES, *keras_names})
+
+
 def get_activation(identifier):
     """Resolve an activation name from a BERT config (or a callable) to a function.
 

@@ -46,16 +46,19 @@ def signals_to(stopper):
 
 
 @contextlib.contextmanager
-def sigterm_stops(command: str = "bert4long") -> Iterator[None]:
+def sigterm_stops(command: str = "bert4long", resumes: bool = True) -> Iterator[None]:
     """While inside, SIGTERM raises `TrainingInterrupted` (a clean stop) instead of killing the process at once;
-    `signals_to` replaces this during training steps, so there the step finishes and is saved first."""
+    `signals_to` replaces this during training steps, so there the step finishes and is saved first. ``resumes``: the
+    command goes on from its checkpoints when run again (else the message says a rerun starts over)."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
 
     def handler(signum, frame):
-        raise TrainingInterrupted(f"SIGTERM received: {command} stopped outside a training step (nothing new to "
-                                  "save); run the same command again to continue.", signum)
+        raise TrainingInterrupted(
+            f"SIGTERM received: {command} stopped outside a training step (nothing new to save); run the same "
+            "command again to continue." if resumes else f"SIGTERM received: {command} stopped; it keeps no "
+            "checkpoint of its work, so running the same command again starts it over.", signum)
 
     previous = signal.signal(signal.SIGTERM, handler)
     try:
