@@ -87,9 +87,15 @@ def atomic_write(path, write, suffix=""):
         note_written(path)
     except BaseException as error:
         if is_disk_full(error):
-            raise OSError(errno.ENOSPC, f"Could not write {path!r}: the disk is full (nothing was left half "
-                                        "written). Free some space and run the command again.") from None
+            raise disk_full(path) from None
         raise
+
+
+def disk_full(path):
+    """The one-line ``OSError(ENOSPC)`` of a write of ``path`` (a file, or a folder written whole) that found the
+    disk full, after what it wrote was removed."""
+    return OSError(errno.ENOSPC, f"Could not write {path!r}: the disk is full (nothing was left half written). Free "
+                                 "some space and run the command again.")
 
 
 @contextlib.contextmanager
@@ -105,6 +111,7 @@ def temporary(directory, prefix, suffix="", folder=False):
     """
     output = _WRITING.get()
     path = os.path.join(directory, f"{prefix}{secrets.token_hex(8)}{suffix}")
+    check_unlinked(directory)
     held = output is not None and output.hold_temporary(path, folder)
     inode = None
     try:
@@ -137,6 +144,14 @@ def _remove(path):
         shutil.rmtree(path, ignore_errors=True)
     else:
         os.remove(path)
+
+
+def check_unlinked(folder):
+    """Refuse (``ValueError``) to write in ``folder`` when it, or a folder on the way to it from the output folder
+    being written, is a symbolic link: bert4long writes only inside its output folder, never through a link."""
+    output = _WRITING.get()
+    if output is not None:
+        output.refuse_link(folder)
 
 
 def remove_written(path):
@@ -441,6 +456,8 @@ class OutputFolder:
             os.makedirs(self.path, exist_ok=True)
             if self.state == "resume":
                 tempfile.TemporaryFile(dir=self.path).close()   # still writable?
+                for relative in [*self._files, *self._temporaries]:   # (a folder it writes in, now a link?)
+                    self.refuse_link(os.path.dirname(os.path.join(self.path, relative)))
             self._save()
         except OSError as error:
             raise _unwritable(self.path, error) from error
@@ -473,7 +490,31 @@ class OutputFolder:
         path = os.path.abspath(path)
         if os.path.relpath(path, self.path).split(os.sep)[0] == os.pardir:
             return True
+        if self.link_on_the_way(os.path.dirname(path)):
+            return False
         return all(_unchanged(p, self._files.get(self._relative(p))) for p in _files_under(path))
+
+    def link_on_the_way(self, folder):
+        """The first of ``folder`` and the folders between it and this folder that is a symbolic link (its path), or
+        None (none is, or ``folder`` is outside this folder)."""
+        relative = os.path.relpath(os.path.abspath(folder), self.path)
+        if relative.split(os.sep)[0] == os.pardir:
+            return None
+        step = self.path
+        for part in relative.split(os.sep) if relative != os.curdir else []:
+            step = os.path.join(step, part)
+            if os.path.islink(step):
+                return step
+        return None
+
+    def refuse_link(self, folder):
+        """`check_unlinked` in this folder."""
+        link = self.link_on_the_way(folder)
+        if link:
+            raise ValueError(f"Output folder {self.path!r}: {os.path.relpath(link, self.path)!r} in it is a link to "
+                             f"{os.path.realpath(link)!r}, and bert4long writes only inside its output folder, never "
+                             "through a link; nothing was written there. Replace the link by a folder, or choose "
+                             "another output folder.")
 
     def hold_temporary(self, path, folder, inode=None):
         """Record the temporary file (or ``folder``) ``path`` before it is created, then with its ``inode``;
@@ -545,8 +586,14 @@ class OutputFolder:
                 files = {os.path.relpath(p, staging): _entry(p) for p in _files_under(staging)}
                 write_marker(staging, self.command, files)
                 self._commit(staging)
+        except OSError as failure:
+            if is_disk_full(failure):
+                raise disk_full(self.path) from None
+            raise
         finally:
             shutil.rmtree(staging, ignore_errors=True)
+        if kind is not None and is_disk_full(error):   # (the staging folder is gone: nothing half written is left)
+            raise disk_full(self.path) from None
         return False
 
     def _remove_recorded(self):

@@ -30,6 +30,7 @@ from bert4long.cli.checkpoint_tools import (
     run_extend,
     run_info,
 )
+from bert4long.cli.demo import runs_demo
 from bert4long.cli.mlm import (
     add_evaluate_arguments,
     add_pretrain_arguments,
@@ -38,7 +39,7 @@ from bert4long.cli.mlm import (
     run_evaluate,
     run_pretrain,
 )
-from bert4long.cli.output_guard import holding
+from bert4long.cli.output_guard import TRAINING_COMMANDS, holding
 from bert4long.cli.resolved import fill_defaults, resolve
 from bert4long.cli.tasks import (
     add_finetune_arguments,
@@ -49,7 +50,7 @@ from bert4long.cli.tasks import (
     run_predict,
 )
 from bert4long.tensorflow_only import TensorFlowRequired, require_tensorflow
-from bert4long.tf_startup import quiet, show_tensorflow_logs, start_keras_quietly
+from bert4long.tf_startup import BackendMissing, quiet, show_tensorflow_logs, start_keras_quietly
 from bert4long.training.interrupt import TrainingInterrupted, sigterm_stops
 
 COMMANDS = {
@@ -76,7 +77,8 @@ TENSORFLOW_COMMANDS = {
     "evaluate": ("masks its corpus in a tf.data pipeline",
                  "use the Python API (build_transformer_model(..., with_mlm=True) + model.predict)"),
     "predict": ("batches with TensorFlow's helpers (bert4long.data.length_batches, bert4long.training.loop)",
-                "use the Python API (keras.models.load_model + model.predict)"),
+                "use the Python API (bert4long.register_keras_classes(), then keras.models.load_model of "
+                "classifier.keras + model.predict)"),
     "export": ("writes a TensorFlow SavedModel", "save a .keras file (model.save) and export it where Keras runs "
                "TensorFlow"),
 }
@@ -130,7 +132,7 @@ def main(argv=None):
         warnings.filterwarnings("ignore", module="keras")
         warnings.filterwarnings("ignore", module="tensorflow")
     try:
-        with sigterm_stops(args.command):
+        with sigterm_stops(args.command, resumes=args.command in TRAINING_COMMANDS and not runs_demo(args, given)):
             fill_defaults(args, given)
             if args.command in CHECKS:
                 CHECKS[args.command](args, given)
@@ -149,7 +151,7 @@ def main(argv=None):
         print(f"bert4long {args.command}: interrupted (Ctrl-C); nothing was saved since the last checkpoint",
               file=sys.stderr)
         return 130
-    except (FileNotFoundError, ValueError, OSError, FloatingPointError, TensorFlowRequired) as error:
+    except (FileNotFoundError, ValueError, OSError, FloatingPointError, TensorFlowRequired, BackendMissing) as error:
         print(f"bert4long {args.command}: error: {error}", file=sys.stderr)
         return 1
     return 0

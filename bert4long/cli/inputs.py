@@ -183,7 +183,8 @@ def check_pad_id(tokenizer, resolved, source):
 
 
 def check_utf8(path, option, fix="save it as UTF-8"):
-    r"""Refuse a text file that is not UTF-8 in one line naming the option, the file, the line and ``fix``.
+    r"""Refuse a text file that is not UTF-8, or holds a NUL byte (a binary file, or UTF-16 text), in one line naming
+    the option, the file, the line and ``fix``.
 
     >>> import os, tempfile
     >>> path = os.path.join(tempfile.mkdtemp(), "labels.txt")
@@ -199,6 +200,9 @@ def check_utf8(path, option, fix="save it as UTF-8"):
             except UnicodeDecodeError as error:
                 raise ValueError(f"--{option} {path!r}: line {number} is not UTF-8 (byte "
                                  f"{line[error.start:error.start + 1]!r} at column {error.start + 1}): {fix}") from None
+            if b"\0" in line:
+                raise ValueError(f"--{option} {path!r}: line {number} holds a NUL byte (column {line.index(0) + 1}), "
+                                 f"so it is no UTF-8 text (UTF-16, or a binary file?): {fix}")
 
 
 def read_labels(path):

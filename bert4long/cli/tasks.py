@@ -27,6 +27,7 @@ from bert4long.cli.options import (
     non_negative_int,
     positive_int,
     training_path,
+    window_length,
 )
 from bert4long.cli.run_folder import (
     copy_tokenizer,
@@ -55,6 +56,8 @@ GOLD_KEYS = {"classify": "label", "tokens": "tags", "multilabel": "labels"}
 PREDICTED_KEYS = {"classify": "predicted_label", "tokens": "predicted_tags", "multilabel": "predicted_labels"}
 MODEL_FILES = {"classify": "classifier.keras", "tokens": "tagger.keras", "multilabel": "classifier.keras"}
 THRESHOLD_MODES = ("global", "per-label")
+# A class weight at least this large is named as the likely cause of a loss that became NaN/inf.
+LARGE_CLASS_WEIGHT = 1e4
 
 
 def add_finetune_arguments(parser):
@@ -129,6 +132,10 @@ def _label_list(args, option, found):
     kind = "tag" if args.task == "tokens" else "label"
     path = getattr(args, option)
     classes = sorted(set(found))
+    if not classes and args.task == "multilabel":
+        raise ValueError(f"--{option} {path!r}: no label appears in any line (every 'labels' list is empty), so there "
+                         "is nothing to learn; multi-label training needs at least one labelled document: add labels "
+                         "to the documents that have them")
     if not classes:
         raise ValueError(f"--{option} {path!r} holds no {kind}: give every "
                          f"{'token a tag' if args.task == 'tokens' else 'document a label'}")
@@ -152,8 +159,9 @@ def _documents_as_rows(tokenizer, token_ids, args):
 
 
 def _classification_data(args, tokenizer, option, labels=None):
-    """``(x, y, None, labels, None)`` for the labelled .jsonl of ``--option``; labels are checked here, naming
-    file:line (``labels`` None: the training file, which gives them)."""
+    """``(x, y, None, labels, None, integer_labels)`` for the labelled .jsonl of ``--option``; labels are checked here,
+    naming file:line (``labels`` None: the training file, which gives them); ``integer_labels``: every label was
+    written as a JSON integer."""
     from bert4long.data.corpus import load_corpus
     from bert4long.data.pipeline import label_ids
 
@@ -169,11 +177,11 @@ def _classification_data(args, tokenizer, option, labels=None):
         raise ValueError(f"{os.path.join(os.path.dirname(os.path.abspath(path)), str(error))}; each line must be "
                          '{"text": "...", "label": ...}' + (f" (labels file: {args.labels})" if args.labels else "")
                          ) from None
-    return _documents_as_rows(tokenizer, corpus.token_ids, args), y, None, labels, None
+    return _documents_as_rows(tokenizer, corpus.token_ids, args), y, None, labels, None, corpus.integer_labels
 
 
 def _multilabel_data(args, tokenizer, option, labels=None):
-    """``(x, y, None, labels, None)`` for the multi-label .jsonl of ``--option`` (`bert4long.data.multilabel`), ``y``
+    """``(x, y, None, labels, None, False)`` for the multi-label .jsonl of ``--option`` (`bert4long.data.multilabel`), ``y``
     0/1 ``[documents, labels]``; each line is checked here, naming file:line (``labels`` None: the training file, which
     gives them)."""
     from bert4long.data.multilabel import FORM, multi_hot, read_multilabel
@@ -184,11 +192,11 @@ def _multilabel_data(args, tokenizer, option, labels=None):
         raise ValueError(f"--{option} {path!r} holds no document with text: each line must be {FORM}")
     labels = labels or _label_list(args, option, [label for names in sets for label in names])
     y = multi_hot(sets, labels, where)
-    return _documents_as_rows(tokenizer, tokenizer.encode_documents(texts), args), y, None, labels, None
+    return _documents_as_rows(tokenizer, tokenizer.encode_documents(texts), args), y, None, labels, None, False
 
 
 def _tagging_data(args, tokenizer, option, labels=None):
-    """``(x, y, weights, labels, owner)`` for the token-labelling .jsonl of ``--option``; tags are checked here,
+    """``(x, y, weights, labels, owner, False)`` for the token-labelling .jsonl of ``--option``; tags are checked here,
     naming file:line (``labels`` None: the training file, which gives them)."""
     from bert4long.data.tagging import encode_tagged, read_tagged
 
@@ -196,7 +204,7 @@ def _tagging_data(args, tokenizer, option, labels=None):
     words, tags, sources = read_tagged(path)
     labels = labels or _label_list(args, option, [t for doc in tags for t in doc])
     x, y, weights, owner = encode_tagged(tokenizer, words, tags, labels, args.seq_len, sources)
-    return x, y, weights, labels, owner
+    return x, y, weights, labels, owner, False
 
 
 def class_weights(option, labels, label_ids):
@@ -386,12 +394,13 @@ def print_memory_estimate(args, source, model, shapes):
     """Before the first step: the estimated peak memory of a training step on the longest batch the run will see
     (``args.batch_size`` rows of the longest padded ``shapes``: batches by length make that batch the peak;
     `training_step_bytes`), and a warning naming the --batch-size that fits when it is more than the memory
-    available, or less than `ESTIMATE_HEADROOM` below it. Nothing for a config (``source``'s) without the sizes the
-    estimate reads."""
+    available now, or less than `ESTIMATE_HEADROOM` below it; a warning too while other bert4long training runs are
+    live (`other_training_runs`), whose later growth that figure cannot count. Nothing for a config (``source``'s)
+    without the sizes the estimate reads."""
     import numpy as np
 
     from bert4long.attention.base import AttentionKernel
-    from bert4long.cli.checkpoint_tools import available_memory_bytes, training_step_bytes
+    from bert4long.cli.checkpoint_tools import available_memory_bytes, other_training_runs, training_step_bytes
 
     config = source.config if source.huggingface else source.file_config
     kernels = [layer for layer in _sublayers(model) if isinstance(layer, AttentionKernel)]
@@ -405,7 +414,12 @@ def print_memory_estimate(args, source, model, shapes):
     available, needed = available_memory_bytes(), need(args.batch_size)
     print(f"memory: about {needed / 2**30:.1f} GiB at the peak, a step on the longest batch "
           f"({args.batch_size} x {f'{rows} windows x ' if rows > 1 else ''}{length} tokens; an ESTIMATE for float32, "
-          f"less with mixed precision or --recompute), against {available / 2**30:.1f} GiB available", flush=True)
+          f"less with mixed precision or --recompute), against {available / 2**30:.1f} GiB available now", flush=True)
+    others = other_training_runs()
+    if others:
+        print(f"warning: {len(others)} other bert4long training run(s) are running on this machine (process "
+              f"{', '.join(map(str, others))}): the memory available now does not count what they will take as they "
+              "grow, so this estimate cannot tell whether the runs fit together (their peaks must, summed)", flush=True)
     if needed * ESTIMATE_HEADROOM > available:
         fits = max((b for b in range(1, args.batch_size) if need(b) * ESTIMATE_HEADROOM <= available), default=None)
         print("warning: that is " + ("more than the memory available" if needed > available else
@@ -444,6 +458,7 @@ def run_finetune(args, resolved):
         fit_resumable,
         make_optimizer,
     )
+    from bert4long.training.loop import TrainingDiverged
     from bert4long.training.metrics import EpochScores
 
     keras.utils.set_random_seed(args.seed)
@@ -451,7 +466,8 @@ def run_finetune(args, resolved):
     tokenizer = chosen.tokenizer
     print(chosen.describe(), flush=True)
     read = {"classify": _classification_data, "tokens": _tagging_data, "multilabel": _multilabel_data}[args.task]
-    x, y, weights, labels, _ = read(args, tokenizer, "train")
+    train = read(args, tokenizer, "train")
+    x, y, weights, labels = train[:4]
     valid, test = (read(args, tokenizer, option, labels) if getattr(args, option) else None   # checked before training
                    for option in ("valid", "test"))
     weight_of = class_weights(args.class_weight, labels, y)
@@ -482,22 +498,18 @@ def run_finetune(args, resolved):
         epochs.start(start)
         return read_batches(start)
 
-    settings = {"task": args.task, "labels": labels, "seq_len": args.seq_len, "pooling": args.pooling,
-                "chunks": args.chunks, "batch_size": args.batch_size, "lower_case": chosen.lower_case,
-                "model": kwargs, "bucket_lengths": buckets, **run_settings(args, "train", x, y),
-                "class_weight": dict(zip(labels, weight_of or [1.0] * len(labels)))}
-    if not args.global_cls:  # (recorded only when asked: runs from before the option resume unchanged)
-        settings["global_cls"] = False
-    if args.task == "multilabel":
-        settings["multilabel_loss"] = args.multilabel_loss or "bce"
+    settings = _resume_settings(args, chosen, kwargs, buckets, train, valid, weight_of)
     record = MetricsRecord(model, (valid, test), labels, args, pad, buckets, steps_per_epoch, earlier,
                            threshold_mode(args))
     epochs = EpochScores(steps_per_epoch, record.epoch_done, args.eval_every, record.step_done)
     start_writing(resolved.output)
-    summary = fit_resumable(model, batches, steps, args.out, settings, save_every=args.save_every,
-                            verbose=0 if args.quiet else "auto", accept_changes=args.accept_changes,
-                            on_save=saved_line, callbacks=[estimate, epochs], keep=max(1, args.keep_checkpoints),
-                            epoch_steps=steps_per_epoch)
+    try:
+        summary = fit_resumable(model, batches, steps, args.out, settings, save_every=args.save_every,
+                                verbose=0 if args.quiet else "auto", accept_changes=args.accept_changes,
+                                on_save=saved_line, callbacks=[estimate, epochs], keep=max(1, args.keep_checkpoints),
+                                epoch_steps=steps_per_epoch)
+    except TrainingDiverged as error:
+        raise TrainingDiverged(error.what, _class_weight_cause(weight_of) or error.fix) from None
     rows = [("steps", f"{summary['start_step']} -> {summary['steps']}"), *record.finish(summary)]
     path = record.model_path
     tokenizer_names = copy_tokenizer(args, args.out)
@@ -509,6 +521,43 @@ def run_finetune(args, resolved):
                           f"(bert4long predict --run {args.out})"))
     rows.append(("checkpoints", _finished_checkpoints(args.keep_checkpoints, summary["checkpoints"])))
     print_summary(rows)
+
+
+def _resume_settings(args, chosen, kwargs, buckets, train, valid, weight_of):
+    """What finetune.json records and a resumed finetune must share with its start (`RunDirectory` refuses a change,
+    or says it with --accept-changes): the model, `run_settings` of --train (``train``: its reader's tuple), the type
+    its labels were written in, and what scores and chooses the kept weights: --valid and what was read from it
+    (``valid``: its reader's tuple, or None), --select-metric and --threshold."""
+    from bert4long.training.resume import fingerprint
+
+    x, y, _, labels, _, integer_labels = train
+    settings = {"task": args.task, "labels": labels, "seq_len": args.seq_len, "pooling": args.pooling,
+                "chunks": args.chunks, "batch_size": args.batch_size, "lower_case": chosen.lower_case,
+                "model": kwargs, "bucket_lengths": buckets, **run_settings(args, "train", x, y),
+                "label_type": "integer" if integer_labels and all(_is_integer(label) for label in labels) else "string",
+                "class_weight": dict(zip(labels, weight_of or [1.0] * len(labels))),
+                "valid": os.path.abspath(args.valid) if args.valid else None,
+                "valid_fingerprint": fingerprint(*valid[:2]) if valid else None, "select_metric": select_metric(args)}
+    if not args.global_cls:  # (recorded only when asked: runs from before the option resume unchanged)
+        settings["global_cls"] = False
+    if args.task == "multilabel":
+        settings.update(multilabel_loss=args.multilabel_loss or "bce", threshold_option=threshold_mode(args))
+    return settings
+
+
+def _is_integer(label):
+    """Whether the label name ``label`` is an integer's text (``'3'``, ``'-1'``), as a JSON integer label reads."""
+    return label.lstrip("-").isdigit() and str(int(label)) == label
+
+
+def _class_weight_cause(weight_of):
+    """The fix a diverged run is told when its class weights are the likely cause (None otherwise): a weight of
+    `LARGE_CLASS_WEIGHT` or more."""
+    if not weight_of or max(weight_of) < LARGE_CLASS_WEIGHT:
+        return None
+    return (f"The likely cause is --class-weight: its weights reach {max(weight_of):g}, and a loss weighed that "
+            "heavily can overflow; give weights nearer 1 (such as --class-weight balanced) and run again (or lower "
+            "--learning-rate).")
 
 
 def _training_steps(args, steps_per_epoch):
@@ -540,10 +589,9 @@ def _finetune_record(args, settings, optimizer, steps_per_epoch, steps, precisio
     return {**settings, "precision": precision,
             "warmup_steps": min(int(step) for step, value in schedule.items() if value == 1.0),
             "steps": steps, "steps_per_epoch": steps_per_epoch, "epochs": int(epochs) if epochs % 1 == 0 else epochs,
-            "seed": args.seed, "select_metric": select_metric(args), "early_stopping": args.early_stopping,
+            "seed": args.seed, "early_stopping": args.early_stopping,
             "class_weight_option": (os.path.abspath(args.class_weight) if args.class_weight not in (None, "balanced")
                                     else args.class_weight or "none"),
-            "valid": os.path.abspath(args.valid) if args.valid else None,
             "labels_file": os.path.abspath(args.labels) if args.labels else None, "global_cls": args.global_cls,
             "allow_one_class": args.allow_one_class, "errors": args.errors, "jit_compile": jit_compile,
             "distribute": args.distribute, "save_every": args.save_every, "eval_every": args.eval_every,
@@ -580,7 +628,7 @@ class MetricsRecord:
     def scores_of(self, data, shapes, threshold):
         from bert4long.training.metrics import scores_from_ids, tuned_multilabel_scores
 
-        x, y, weights, _, owner = data
+        x, y, weights, _, owner, _ = data
         if threshold is not None:   # multi-label: the threshold is chosen (or given) with the scores
             probabilities = predicted_ids(self.model, x, shapes, self.args.batch_size, sigmoid)
             return tuned_multilabel_scores(y, probabilities, self.labels, self.metric, threshold)
@@ -763,9 +811,9 @@ def add_predict_arguments(parser):
     parser.add_argument("--input", required=True, help="folder of text files or a .jsonl file")
     parser.add_argument("--output", required=True, help="the .jsonl to write (an existing file only with --overwrite)")
     parser.add_argument("--overwrite", action="store_true", help="replace an existing --output (or --metrics) file")
-    parser.add_argument("--seq-len", type=positive_int,
+    parser.add_argument("--seq-len", type=window_length,
                         help="tokens read per window (default: a --run's fine-tuned length; a --checkpoint's trained "
-                             "length, or 512); shorter than a --run's reads each document cut there")
+                             "length, or 512; at least 3); shorter than a --run's reads each document cut there")
     parser.add_argument("--batch-size", type=positive_int, default=8, help="documents per batch (default 8)")
     add_reading_arguments(parser)
     parser.add_argument("--metrics", help="labelled input only: also write the scores (printed as a table) to this "
@@ -833,7 +881,8 @@ def _gold_label_sets(args, records, sources, labels):
         return None
     folder = args.input if os.path.isdir(args.input) else os.path.dirname(os.path.abspath(args.input))
     where = [os.path.join(folder, source) for source in sources]
-    return multi_hot(label_sets(records, where), labels, where)
+    return multi_hot(label_sets(records, where), labels, where,
+                     "the run was trained on these alone; fix the labels, or drop the 'labels' fields to predict only")
 
 
 def _check_output_folders(args):
@@ -853,7 +902,8 @@ def _is_count(value, least=1):
 # What `bert4long finetune` writes to SETTINGS_FILE and `predict` / `export` read, each with its check.
 RUN_SETTINGS = {"task": lambda v: isinstance(v, str) and v in MODEL_FILES, "seq_len": lambda v: _is_count(v, 3),
                 "pooling": lambda v: v in ("cls", "chunks"), "chunks": _is_count,
-                "lower_case": lambda v: v is None or isinstance(v, bool)}
+                "lower_case": lambda v: v is None or isinstance(v, bool),
+                "label_type": lambda v: v in (None, "string", "integer")}
 
 
 def read_run_settings(run, alternative):
@@ -880,6 +930,8 @@ def read_run_settings(run, alternative):
     if not isinstance(labels, list) or not all(isinstance(label, str) for label in labels) \
             or len(set(labels)) != len(labels):
         raise ValueError(f"{settings_path}: 'labels' is {labels!r}, not a list of distinct names: {fix}")
+    if settings.get("label_type") == "integer" and not all(_is_integer(label) for label in labels):
+        raise ValueError(f"{settings_path}: 'label_type' is 'integer' but 'labels' is {labels!r}: {fix}")
     if len(labels) < 2:
         raise ValueError(f"{settings_path} lists {len(labels)} label(s) {labels}: a model with fewer than two "
                          "answers the same whatever it reads; fine-tune again with two labels or more")
@@ -1011,8 +1063,8 @@ def _print_scores(gold, predicted, labels, task, path):
         tagging_scores,
     )
 
-    if task == "classify":
-        scores = classification_scores(gold, predicted, labels)
+    if task == "classify":   # (an integer label is scored by its name, as the run's labels are)
+        scores = classification_scores(gold, [str(label) for label in predicted], labels)
     elif task == "multilabel":
         scores = multilabel_scores(gold, multi_hot(predicted, labels), labels)
     else:
@@ -1046,7 +1098,8 @@ def _predict_batch(model, tokenizer, batch, task, seq_len, settings, buckets):
         probs = np.exp(logits - logits.max(-1, keepdims=True))
         probs /= probs.sum(-1, keepdims=True)
         labels = settings["labels"]
-        return [{"predicted_label": labels[int(p.argmax())], "probabilities": dict(zip(labels, p.round(6).tolist()))}
+        answers = [int(label) for label in labels] if settings.get("label_type") == "integer" else labels
+        return [{"predicted_label": answers[int(p.argmax())], "probabilities": dict(zip(labels, p.round(6).tolist()))}
                 for p in probs]
     if task == "tokens":
         tags = settings["labels"]

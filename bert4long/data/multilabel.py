@@ -34,17 +34,16 @@ def label_sets(records, where):
     return sets
 
 
-def multi_hot(sets, labels, where=None):
-    """float32 ``[N, len(labels)]``: 1 where a document's set holds the label; an unknown label is refused naming
-    ``where[i]`` (its ``file:line``; default: the document's number)."""
+def multi_hot(sets, labels, where=None, fix="fix the data, or add them to --labels"):
+    """float32 ``[N, len(labels)]``: 1 where a document's set holds the label (a label given twice counts once); an
+    unknown label is refused naming ``where[i]`` (its ``file:line``; default: the document's number) and ``fix``."""
     index = {label: i for i, label in enumerate(labels)}
     out = np.zeros((len(sets), len(labels)), "float32")
     for i, names in enumerate(sets):
         unknown = sorted(set(names) - set(index))
         if unknown:
             place = where[i] if where is not None else f"document {i + 1}"
-            raise ValueError(f"{place}: unknown label(s) {unknown[:10]}; the labels are {list(labels)}: fix the "
-                             "data, or add them to --labels")
+            raise ValueError(f"{place}: unknown label(s) {unknown[:10]}; the labels are {list(labels)}: {fix}")
         out[i, [index[name] for name in names]] = 1.0
     return out
 

@@ -14,7 +14,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from bert4long.outputs import note_written
+from bert4long.outputs import check_unlinked, note_written
 from bert4long.training.interrupt import (
     TrainingInterrupted,
     signal_name,
@@ -22,6 +22,9 @@ from bert4long.training.interrupt import (
 )
 from bert4long.training.lock import RunLock
 from bert4long.training.resume import RunDirectory
+
+# What a run whose loss became NaN/inf is told to change (`TrainingDiverged`).
+DIVERGED_FIX = "Lower --learning-rate (or enable gradient clipping) and run again."
 
 
 def tensorboard_installed() -> bool:
@@ -35,6 +38,7 @@ class ScalarLog:
 
     def __init__(self, folder: str) -> None:
         suffix = f".bert4long-{secrets.token_hex(8)}.v2"
+        check_unlinked(folder)
         self.writer = tf.summary.create_file_writer(folder, filename_suffix=suffix)
         note_written(*glob.glob(os.path.join(glob.escape(folder), "*" + suffix)), growing=True)
 
@@ -145,7 +149,12 @@ class StopOnSignal(keras.callbacks.Callback):
 
 
 class TrainingDiverged(FloatingPointError):
-    """The loss became NaN or infinite; the last good checkpoint was kept."""
+    """The loss became NaN or infinite; the last good checkpoint was kept. ``what`` says what happened, ``fix`` what to
+    change (by default `DIVERGED_FIX`; a command that knows a likelier cause raises it again with its own)."""
+
+    def __init__(self, what: str, fix: str = "") -> None:
+        self.what, self.fix = what, fix or DIVERGED_FIX
+        super().__init__(f"{what} {self.fix}")
 
 
 class _StopOnNonFinite(keras.callbacks.Callback):
@@ -318,10 +327,8 @@ def _fit_run(model, make_dataset, steps, run, save_every, tokens_per_step, callb
         last = run.latest_step()
         raise TrainingDiverged(
             f"The loss became NaN/inf at step {guard.bad_step}; training stopped. "
-            + (f"The last good checkpoint (step {last}) is kept in {run.directory!r}. " if last is not None
-               else "No checkpoint had been written yet. ")
-            + "Lower --learning-rate (or enable gradient clipping) and run again."
-        )
+            + (f"The last good checkpoint (step {last}) is kept in {run.directory!r}." if last is not None
+               else "No checkpoint had been written yet."))
     if stopper.received is not None:
         if save_every and run.latest_step() != step:
             save(step, {"logs": saver.logs})
