@@ -302,7 +302,7 @@ def test_a_threshold_out_of_0_1_is_refused_by_finetune_and_in_a_runs_finetune_js
     """--threshold 0, 1, negative, above 1, NaN, infinite or no number: refused in one line before any work; the
     same in a run's finetune.json (hand-edited): refused by predict and export, naming the file."""
     err = _refused(capsys, _finetune(tiny_bert, data["multi"], tmp_path / "new", "--task", "multilabel",
-                                     "--threshold", threshold))
+                                     f"--threshold={threshold}"))   # (= : argparse reads "-inf" as an option)
     assert f"--threshold {threshold!r} is not global, per-label or a number in (0, 1)" in err
     assert not os.path.lexists(tmp_path / "new")
     run = _copy(runs["multi"], tmp_path)
