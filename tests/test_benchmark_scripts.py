@@ -136,6 +136,6 @@ def test_finetune_study_score_truncated_adds_the_cut_reading_to_runs_already_rec
     earlier.write_text(json.dumps(payload))
     result = subprocess.run([sys.executable, "-m", "studies.finetune_study", "--quick", "--score-truncated", "--work",
                              str(path.parent / "finetune_study"), "--out", str(earlier)], cwd=ROOT, text=True,
-                            capture_output=True, env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"}, timeout=600)
+                            capture_output=True, env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"})
     assert result.returncode == 0, result.stderr[-3000:]
     assert json.loads(earlier.read_text())["runs"] == json.loads(path.read_text())["runs"][:-1]

@@ -15,7 +15,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 def bert4long(*args, cwd):
     command = [shutil.which("bert4long")] if shutil.which("bert4long") else [sys.executable, "-m", "bert4long.cli"]
     env = dict(os.environ, PYTHONPATH=ROOT)
-    return subprocess.run(command + list(args), cwd=cwd, env=env, capture_output=True, text=True, timeout=400)
+    return subprocess.run(command + list(args), cwd=cwd, env=env, capture_output=True, text=True)
 
 
 @pytest.fixture

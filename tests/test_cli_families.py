@@ -125,7 +125,7 @@ def test_longformer_finetune_global_cls_predict_export_info(folders, data, tmp_p
               "ids = tf.constant(np.load(sys.argv[2]))\n"
               "np.save(sys.argv[3], serve(token_ids=ids, segment_ids=ids * 0)['sequence_output'].numpy())\n")
     done = subprocess.run([sys.executable, "-c", script, str(served), str(tmp_path / "ids.npy"),
-                           str(tmp_path / "served.npy")], capture_output=True, text=True, timeout=300,
+                           str(tmp_path / "served.npy")], capture_output=True, text=True,
                           env={k: v for k, v in os.environ.items() if k != "PYTHONPATH"}, cwd=str(tmp_path))
     assert done.returncode == 0, done.stderr[-3000:]
     assert np.abs(np.load(tmp_path / "served.npy") - expected).max() < 1e-5

@@ -168,8 +168,7 @@ def test_cli_raw_text_saved_model_equals_the_python_pipeline_without_bert4long(m
     script.write_text(LOAD_WITHOUT_BERT4LONG)
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     result = subprocess.run([sys.executable, str(script), str(tmp_path / "served"), str(tmp_path / "texts.json"),
-                             str(tmp_path / "out.npz")], cwd=str(tmp_path), env=env, capture_output=True, text=True, check=False,
-                            timeout=300)
+                             str(tmp_path / "out.npz")], cwd=str(tmp_path), env=env, capture_output=True, text=True, check=False)
     assert result.returncode == 0, result.stderr[-3000:]
     served = np.load(tmp_path / "out.npz")
 

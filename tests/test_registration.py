@@ -31,7 +31,7 @@ def registering_modules():
 
 
 def run_python(code, *argv):
-    run = subprocess.run([sys.executable, "-c", code, *argv], capture_output=True, text=True, timeout=300,
+    run = subprocess.run([sys.executable, "-c", code, *argv], capture_output=True, text=True,
                          cwd=PACKAGE.parent, check=False, env=QUIET_UNSET)
     assert run.returncode == 0, run.stderr[-2000:]
     return run
@@ -71,7 +71,7 @@ def test_the_tokenizers_and_the_command_line_parser_do_not_start_tensorflow():
              "print('tensorflow' in sys.modules, 'keras' in sys.modules)")
     assert run_python(check).stdout.split() == ["False", "False"]
     help_run = subprocess.run([sys.executable, "-m", "bert4long_command", "pretrain", "--help"], capture_output=True,
-                              text=True, timeout=300, cwd=PACKAGE.parent, check=False, env=QUIET_UNSET)
+                              text=True, cwd=PACKAGE.parent, check=False, env=QUIET_UNSET)
     assert help_run.returncode == 0 and "--corpus" in help_run.stdout and help_run.stderr == ""
 
 
@@ -79,7 +79,7 @@ def test_the_command_starts_tensorflow_quietly_unless_verbose():
     from bert4long.pretrained import path
 
     runs = {flag: subprocess.run([sys.executable, "-m", "bert4long_command", "info", path(), *flag], capture_output=True,
-                                 text=True, timeout=300, cwd=PACKAGE.parent, check=False, env=QUIET_UNSET)
+                                 text=True, cwd=PACKAGE.parent, check=False, env=QUIET_UNSET)
             for flag in ((), ("--verbose",))}
     assert all(run.returncode == 0 for run in runs.values()), [run.stderr[-2000:] for run in runs.values()]
     assert "I0000" not in runs[()].stderr and "E0000" not in runs[()].stderr, runs[()].stderr

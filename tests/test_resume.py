@@ -61,8 +61,7 @@ def test_kill_and_resume_matches_uninterrupted_run(tmp_path):
     straight = _run([config, checkpoint, str(tmp_path / "a"), "0"], env=env)
     killed = _run([config, checkpoint, str(tmp_path / "b"), "0.5"], env=env)
     state = tmp_path / "b" / "checkpoints"
-    deadline = time.time() + 240
-    while time.time() < deadline and not (state / "latest").exists():
+    while killed.poll() is None and not (state / "latest").exists():   # (no deadline: however loaded the machine)
         time.sleep(0.2)
     time.sleep(0.7)
     killed.send_signal(signal.SIGKILL)
@@ -71,8 +70,8 @@ def test_kill_and_resume_matches_uninterrupted_run(tmp_path):
     saved = RunDirectory(str(tmp_path / "b"), {}).latest_step()
     assert saved is not None and saved < 12
     resumed = _run([config, checkpoint, str(tmp_path / "b"), "0"], env=env)
-    out_resumed, _ = resumed.communicate(timeout=300)
-    out_straight, _ = straight.communicate(timeout=300)
+    out_resumed, _ = resumed.communicate()
+    out_straight, _ = straight.communicate()
     assert "DONE" in out_straight, out_straight[-2000:]
     assert f"resumed from step {saved}" in out_resumed and "DONE" in out_resumed, out_resumed[-2000:]
     a = tf.train.load_checkpoint(str(tmp_path / "a" / "final.ckpt"))

@@ -97,12 +97,12 @@ def test_loading_without_bert4long_fails_short_and_names_it(finetuned):
     path = str(finetuned / "classifier.keras")
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     env.update(KERAS_BACKEND="tensorflow", TF_CPP_MIN_LOG_LEVEL="3")
-    bare = subprocess.run([sys.executable, "-c", LOAD, path], capture_output=True, text=True, env=env, timeout=300)
+    bare = subprocess.run([sys.executable, "-c", LOAD, path], capture_output=True, text=True, env=env)
     assert bare.returncode == 1, bare.stdout + bare.stderr[-2000:]
     assert "Could not locate class" in bare.stdout and "'module': 'bert4long." in bare.stdout
     assert len(bare.stdout) < 2500, len(bare.stdout)
     env["PYTHONPATH"] = ROOT
     registered = "import bert4long\nbert4long.register_keras_classes()\n" + LOAD
     imported = subprocess.run([sys.executable, "-c", registered, path], capture_output=True,
-                              text=True, env=env, timeout=300)
+                              text=True, env=env)
     assert imported.returncode == 0, imported.stdout + imported.stderr[-2000:]

@@ -86,8 +86,7 @@ def test_overwrite_after_kill_9_refuses_files_added_since_and_replaces_the_rest(
     command = [sys.executable, "-m", "bert4long_command", *_pretrain(tiny_bert, corpus, run, steps=400)]
     process = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                                env={**os.environ, "PYTHONPATH": ROOT})
-    deadline = time.time() + 240
-    while not list((run / "checkpoints").glob("step-*")) and time.time() < deadline and process.poll() is None:
+    while not list((run / "checkpoints").glob("step-*")) and process.poll() is None:
         time.sleep(0.5)
     assert process.poll() is None, process.communicate()[0][-2000:]
     process.send_signal(signal.SIGKILL)

@@ -159,13 +159,12 @@ def test_sigterm_saves_a_checkpoint_and_exits_143_with_one_line(tiny_bert, corpu
                "--save-every", "100000", "--out", str(tmp_path / "run"), "--no-xla", "--eval-sequences", "1"]
     process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                                env=dict(os.environ, PYTHONPATH=ROOT))
-    deadline = time.time() + 300
-    for line in process.stdout:   # wait until training runs
-        if line.startswith("steps 1-") or time.time() > deadline:
+    for line in process.stdout:   # wait until training runs (or the process ends: the assertions then say why)
+        if line.startswith("steps 1-"):
             break
     time.sleep(1.0)
     process.send_signal(signal.SIGTERM)
-    _, err = process.communicate(timeout=120)
+    _, err = process.communicate()
     assert process.returncode == 128 + signal.SIGTERM, err[-3000:]
     lines = err.strip().splitlines()
     assert "Traceback" not in err and lines[-1].startswith("bert4long pretrain: SIGTERM received: stopped after "
