@@ -586,13 +586,13 @@ class OutputFolder:
                 files = {os.path.relpath(p, staging): _entry(p) for p in _files_under(staging)}
                 write_marker(staging, self.command, files)
                 self._commit(staging)
-        except OSError as failure:
-            if is_disk_full(failure):
-                raise disk_full(self.path) from None
-            raise
+        except OSError as failure:   # (the commit's own: told like the block's below when the disk is full)
+            if not is_disk_full(failure):
+                raise
+            error = failure
         finally:
             shutil.rmtree(staging, ignore_errors=True)
-        if kind is not None and is_disk_full(error):   # (the staging folder is gone: nothing half written is left)
+        if error is not None and is_disk_full(error):   # (the staging folder is gone: nothing half written is left)
             raise disk_full(self.path) from None
         return False
 
