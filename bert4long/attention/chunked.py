@@ -264,4 +264,15 @@ def _loop(step, init, xs, ys_like=()):
         return carry, tuple(ops.slice_update(a, (j,) + (0,) * (len(a.shape) - 1), y[None])
                             for a, y in zip(stacked, ys or ()))
 
-    return ops.fori_loop(0, ops.shape(xs[0])[0], body, (init, tuple(ops.zeros_like(y) for y in ys_like)))
+    return _one_at_a_time(ops.shape(xs[0])[0], body, (init, tuple(ops.zeros_like(y) for y in ys_like)))
+
+
+def _one_at_a_time(count, body, state):
+    """``keras.ops.fori_loop(0, count, body, state)``, one iteration at a time on every backend. In a TensorFlow
+    graph a while loop runs up to 10 iterations at once by default, each holding its own block's scores and
+    probabilities: 5x the promised working memory (measured: 203 MiB against 44 MiB for a 2,048-token step)."""
+    if keras.backend.backend() != "tensorflow":
+        return ops.fori_loop(0, count, body, state)  # JAX scans and PyTorch loops in order already
+    import tensorflow as tf
+
+    return tf.while_loop(lambda j, _: j < count, lambda j, s: (j + 1, body(j, s)), (0, state), parallel_iterations=1)[1]
