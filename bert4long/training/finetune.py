@@ -21,6 +21,7 @@ from bert4long.families import family
 from bert4long.layers import TakeToken
 from bert4long.models import build_transformer_model
 from bert4long.models.checked import CheckedModel
+from bert4long.ops.dropout import SeededDropout, name_seed
 from bert4long.training.mlm import dtype_policy
 from bert4long.training.optim import loss_scaled
 
@@ -208,7 +209,7 @@ def build_classifier(
             states = encoder(folded) if call is None else call(folded)
             vectors = TakeToken(0, name="Classifier-CLS")(states)
             pooled = MeanOverChunks(pad, name="Classifier-Pool")([vectors, inputs[0]])
-        pooled = keras.layers.Dropout(dropout_rate, name="Classifier-Dropout")(pooled)
+        pooled = SeededDropout(dropout_rate, seed=name_seed("Classifier-Dropout"), name="Classifier-Dropout")(pooled)
         logits = keras.layers.Dense(num_labels, dtype="float32", name="Classifier-Logits")(pooled)
     return CheckedModel(inputs, logits, name=f"classifier_{pooling}")
 
@@ -238,7 +239,7 @@ def build_token_labeller(
         else:
             inputs = [keras.Input((None,), dtype="int32", name=x.name) for x in token_inputs]
             states = call(inputs)
-        x = keras.layers.Dropout(dropout_rate, name="Labeller-Dropout")(states)
+        x = SeededDropout(dropout_rate, seed=name_seed("Labeller-Dropout"), name="Labeller-Dropout")(states)
         logits = keras.layers.Dense(num_labels, dtype="float32", name="Labeller-Logits")(x)
     return CheckedModel(inputs, logits, name="token_labeller")
 
