@@ -180,3 +180,24 @@ def test_a_list_as_a_classify_label_points_to_multilabel(tiny_bert, tmp_path, ca
     assert "train.jsonl:2: 'label' is ['neg'], not one label (a string or an integer); a document with a list of " \
            "labels is multi-label: give them as 'labels' and pass --task multilabel" in err, err
     assert len(err.strip().splitlines()) == 1 and not (tmp_path / "run").exists()
+
+
+def test_integer_labels_are_predicted_as_integers_and_scored_by_name(tiny_bert, tmp_path):
+    """Labels written as JSON integers come back from predict as integers, beside the input's own ``labels``;
+    the scores are scikit-learn's on the same sets."""
+    documents = [{**d, "labels": [ord(label) - ord("x") for label in d["labels"]]} for d in _documents(0, 10)]
+    train = _write(tmp_path / "train.jsonl", documents)
+    run = tmp_path / "run"
+    assert main(_finetune(tiny_bert[1], train, run, "--epochs", "1")) == 0
+    assert json.loads((run / "finetune.json").read_text())["label_type"] == "integer"
+    out = tmp_path / "out.jsonl"
+    assert main(["predict", "--run", str(run), "--input", train, "--output", str(out), "--quiet",
+                 "--metrics", str(tmp_path / "scores.json")]) == 0
+    rows = [json.loads(line) for line in out.read_text().splitlines()]
+    assert [row["labels"] for row in rows] == [d["labels"] for d in documents]
+    assert all(type(label) is int for row in rows for label in row["predicted_labels"])
+    assert any(row["predicted_labels"] for row in rows)   # (a run that chose nothing would test no type)
+    labels = [0, 1, 2]
+    gold = np.array([[label in row["labels"] for label in labels] for row in rows])
+    chosen = np.array([[label in row["predicted_labels"] for label in labels] for row in rows])
+    _assert_sklearn(json.loads((tmp_path / "scores.json").read_text()), gold, chosen)

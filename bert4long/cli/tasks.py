@@ -181,18 +181,18 @@ def _classification_data(args, tokenizer, option, labels=None):
 
 
 def _multilabel_data(args, tokenizer, option, labels=None):
-    """``(x, y, None, labels, None, False)`` for the multi-label .jsonl of ``--option`` (`bert4long.data.multilabel`), ``y``
-    0/1 ``[documents, labels]``; each line is checked here, naming file:line (``labels`` None: the training file, which
-    gives them)."""
+    """``(x, y, None, labels, None, integer_labels)`` for the multi-label .jsonl of ``--option``
+    (`bert4long.data.multilabel`), ``y`` 0/1 ``[documents, labels]``; each line is checked here, naming file:line
+    (``labels`` None: the training file, which gives them); ``integer_labels``: every label was a JSON integer."""
     from bert4long.data.multilabel import FORM, multi_hot, read_multilabel
 
     path = getattr(args, option)
-    texts, sets, where = read_multilabel(path, args.errors)
+    texts, sets, where, integer_labels = read_multilabel(path, args.errors)
     if not texts:
         raise ValueError(f"--{option} {path!r} holds no document with text: each line must be {FORM}")
     labels = labels or _label_list(args, option, [label for names in sets for label in names])
     y = multi_hot(sets, labels, where)
-    return _documents_as_rows(tokenizer, tokenizer.encode_documents(texts), args), y, None, labels, None, False
+    return _documents_as_rows(tokenizer, tokenizer.encode_documents(texts), args), y, None, labels, None, integer_labels
 
 
 def _tagging_data(args, tokenizer, option, labels=None):
@@ -1066,7 +1066,8 @@ def _print_scores(gold, predicted, labels, task, path):
     if task == "classify":   # (an integer label is scored by its name, as the run's labels are)
         scores = classification_scores(gold, [str(label) for label in predicted], labels)
     elif task == "multilabel":
-        scores = multilabel_scores(gold, multi_hot(predicted, labels), labels)
+        scores = multilabel_scores(gold, multi_hot([[str(label) for label in row] for row in predicted], labels),
+                                   labels)
     else:
         scores = tagging_scores(gold, predicted)
     print(format_scores(scores), flush=True)
@@ -1090,15 +1091,15 @@ def _predict_batch(model, tokenizer, batch, task, seq_len, settings, buckets):
         x = document_rows(tokenizer, batch, seq_len, settings["chunks"] if settings["pooling"] == "chunks" else None)
         x = cut(x, padded_shapes(x, pad, buckets))
         logits = model.predict_on_batch(model_inputs(model, x)).astype("float64")
+    labels = settings["labels"]
+    answers = [int(label) for label in labels] if settings.get("label_type") == "integer" else labels
     if task == "multilabel":
-        labels, chosen = settings["labels"], sigmoid(logits) >= np.asarray(settings["threshold"])
-        return [{"predicted_labels": [label for label, on in zip(labels, row) if on],
+        chosen = sigmoid(logits) >= np.asarray(settings["threshold"])
+        return [{"predicted_labels": [answer for answer, on in zip(answers, row) if on],
                  "probabilities": dict(zip(labels, p.round(6).tolist()))} for row, p in zip(chosen, sigmoid(logits))]
     if task == "classify":
         probs = np.exp(logits - logits.max(-1, keepdims=True))
         probs /= probs.sum(-1, keepdims=True)
-        labels = settings["labels"]
-        answers = [int(label) for label in labels] if settings.get("label_type") == "integer" else labels
         return [{"predicted_label": answers[int(p.argmax())], "probabilities": dict(zip(labels, p.round(6).tolist()))}
                 for p in probs]
     if task == "tokens":

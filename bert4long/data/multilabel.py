@@ -49,9 +49,12 @@ def multi_hot(sets, labels, where=None, fix="fix the data, or add them to --labe
 
 
 def read_multilabel(path, errors="strict"):
-    """``(texts, label sets, where)`` of a multi-label .jsonl (`label_sets`; ``where``: each document's path:line);
-    a line with no text is skipped, as `read_documents` skips it."""
+    """``(texts, label sets, where, integer_labels)`` of a multi-label .jsonl (`label_sets`; ``where``: each
+    document's path:line; ``integer_labels``: some label is given and every one is a JSON integer); a line with no
+    text is skipped, as `read_documents` skips it."""
     texts, _, sources, _, records = read_documents(path, text_format="jsonl", errors=errors, with_records=True)
     folder = os.path.dirname(os.path.abspath(path))
     where = [os.path.join(folder, source) for source in sources]
-    return texts, label_sets(records, where), where
+    sets = label_sets(records, where)
+    given = [label for record in records for label in record["labels"]]
+    return texts, sets, where, bool(given) and all(isinstance(label, int) for label in given)
