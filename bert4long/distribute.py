@@ -63,3 +63,28 @@ def is_chief(strategy):
     if resolver is None or not resolver.cluster_spec().as_dict():
         return True
     return resolver.task_type in ("chief", None) or (resolver.task_type == "worker" and resolver.task_id == 0)
+
+
+def is_tpu(strategy):
+    """Whether ``strategy`` computes on TPUs (`tf.distribute.TPUStrategy`)."""
+    return isinstance(strategy, tf.distribute.TPUStrategy)
+
+
+def xla_left_out(strategy):
+    """Why the training step cannot be compiled with XLA under ``strategy``, or None where it can.
+
+    Replicas on several logical CPU devices (a rehearsal of a multi-GPU run on one machine) are out of XLA's
+    reach: a compiled step may not touch another device's copy of a variable (TensorFlow's XLA known issue
+    "tf.Variable on a different device"). One device, GPUs and TPUs compile.
+
+    Example:
+    >>> from bert4long.distribute import get_strategy, xla_left_out
+    >>> xla_left_out(get_strategy("none")) is None
+    True
+    """
+    if strategy.num_replicas_in_sync < 2:   # (the default strategy has no worker_devices to ask)
+        return None
+    if all("CPU" in device.upper().rpartition("/")[2] for device in strategy.extended.worker_devices):
+        return (f"XLA left out: {strategy.num_replicas_in_sync} replicas on CPU devices, where a compiled step "
+                "cannot reach another device's copy of a variable")
+    return None

@@ -8,6 +8,9 @@ import pytest
 from bert4long import precision
 from bert4long.cli.options import training_path
 
+tf = pytest.importorskip("tensorflow")
+ONE_DEVICE = tf.distribute.get_strategy()
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 X86 = "processor\t: 0\nflags\t\t: fpu sse2 avx512f avx512_vnni avx512_bf16 fma\n"
@@ -31,12 +34,12 @@ def test_bfloat16_units_read_from_cpuinfo(tmp_path, text, expected):
 def test_auto_rule(monkeypatch, capsys, gpu, units, expected):
     monkeypatch.setattr(precision, "has_gpu", lambda: gpu)
     monkeypatch.setattr(precision, "bfloat16_units", lambda: units)
-    assert training_path(argparse.Namespace(precision="auto", no_xla=False)) == expected
+    assert training_path(argparse.Namespace(precision="auto", no_xla=False), ONE_DEVICE) == expected
     line = capsys.readouterr().out.strip()
     assert line.startswith(f"precision: {expected[0]}, {'with' if expected[1] else 'without'} XLA (auto: ")
     assert (units or ("GPU" if gpu else "no bfloat16 units")) in line
-    assert training_path(argparse.Namespace(precision="auto", no_xla=True))[1] is False   # --no-xla wins
-    assert training_path(argparse.Namespace(precision="mixed_bfloat16", no_xla=False)) == ("mixed_bfloat16", True)
+    assert training_path(argparse.Namespace(precision="auto", no_xla=True), ONE_DEVICE)[1] is False   # --no-xla wins
+    assert training_path(argparse.Namespace(precision="mixed_bfloat16", no_xla=False), ONE_DEVICE) == ("mixed_bfloat16", True)
     assert capsys.readouterr().out.splitlines()[-1] == "precision: mixed_bfloat16, with XLA"   # asked for: no reason
 
 
@@ -65,10 +68,22 @@ def test_auto_is_the_fastest_training_path_measured_here(monkeypatch):
 def test_auto_leaves_xla_out_of_long_float32_steps_on_a_cpu(monkeypatch, capsys):
     monkeypatch.setattr(precision, "has_gpu", lambda: False)
     monkeypatch.setattr(precision, "bfloat16_units", lambda: None)
-    assert training_path(argparse.Namespace(precision="auto", no_xla=False, seq_len=1024)) == ("float32", True)
-    assert training_path(argparse.Namespace(precision="auto", no_xla=False, seq_len=2048)) == ("float32", False)
+    assert training_path(argparse.Namespace(precision="auto", no_xla=False, seq_len=1024), ONE_DEVICE) == ("float32", True)
+    assert training_path(argparse.Namespace(precision="auto", no_xla=False, seq_len=2048), ONE_DEVICE) == ("float32", False)
     assert "XLA only up to 1,024 tokens" in capsys.readouterr().out.splitlines()[-1]
-    assert training_path(argparse.Namespace(precision="auto", no_xla=True, seq_len=512)) == ("float32", False)
+    assert training_path(argparse.Namespace(precision="auto", no_xla=True, seq_len=512), ONE_DEVICE) == ("float32", False)
     assert "XLA only up to" not in capsys.readouterr().out   # --no-xla, not the length, left XLA out
     monkeypatch.setattr(precision, "has_gpu", lambda: True)   # a GPU keeps XLA at every length
-    assert training_path(argparse.Namespace(precision="auto", no_xla=False, seq_len=8192)) == ("mixed_float16", True)
+    assert training_path(argparse.Namespace(precision="auto", no_xla=False, seq_len=8192), ONE_DEVICE) == ("mixed_float16", True)
+
+
+def test_under_a_tpu_strategy_auto_is_bfloat16_with_xla_whatever_the_host_cpu(monkeypatch, capsys):
+    from bert4long import distribute
+
+    monkeypatch.setattr(precision, "has_gpu", lambda: False)
+    monkeypatch.setattr(precision, "bfloat16_units", lambda: None)   # the host CPU alone would say float32
+    monkeypatch.setattr(distribute, "is_tpu", lambda strategy: strategy is ONE_DEVICE)
+    assert training_path(argparse.Namespace(precision="auto", no_xla=False, seq_len=4096), ONE_DEVICE) == (
+        "mixed_bfloat16", True)
+    assert capsys.readouterr().out.strip() == "precision: mixed_bfloat16, with XLA (auto: a TPU, which computes in bfloat16)"
+    assert training_path(argparse.Namespace(precision="float32", no_xla=True), ONE_DEVICE) == ("float32", False)

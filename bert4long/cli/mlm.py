@@ -191,7 +191,7 @@ def run_pretrain(args, resolved):
           f"{args.seq_len}" + (f"; skipped {corpus.skipped}" if corpus.skipped else ""), flush=True)
     masker = masker_for(tokenizer, args.seq_len)
     strategy = get_strategy(args.distribute)
-    precision, jit_compile = training_path(args)
+    precision, jit_compile = training_path(args, strategy)
     with strategy.scope():
         model, builder, has_head = build_mlm_model(resolved.source, precision=precision,
                                                    **model_kwargs(args, resolved.model))

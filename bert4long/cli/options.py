@@ -158,16 +158,26 @@ def add_training_arguments(parser, steps=1000, steps_help="total training steps 
                         help="resume a run although settings changed (learning rate, data, vocab, lengths, batch)")
 
 
-def training_path(args):
-    """``(precision, jit_compile)`` of a training command: --precision and --no-xla, with auto resolved by
-    `bert4long.precision` (XLA too, unless --no-xla), said in one printed line."""
+def training_path(args, strategy):
+    """``(precision, jit_compile)`` of a training command under the `tf.distribute` ``strategy``: --precision and
+    --no-xla, with auto resolved by `bert4long.precision` (XLA too, unless --no-xla), said in one printed line.
+    Under a TPU strategy auto is bfloat16 with XLA, whatever the host CPU has; XLA is left out, and the line says
+    why, where the strategy's devices cannot run it (`bert4long.distribute.xla_left_out`)."""
+    from bert4long.distribute import is_tpu, xla_left_out
     from bert4long.precision import default_jit_compile, default_precision, path_line
 
-    chosen = args.precision == "auto"
+    chosen, seq_len = args.precision == "auto", getattr(args, "seq_len", None)
+    if is_tpu(strategy):
+        precision = "mixed_bfloat16" if chosen else args.precision
+        jit_compile = not args.no_xla
+        print(f"precision: {precision}, {'with' if jit_compile else 'without'} XLA"
+              + (" (auto: a TPU, which computes in bfloat16)" if chosen else ""), flush=True)
+        return precision, jit_compile
     precision = default_precision() if chosen else args.precision
-    seq_len = getattr(args, "seq_len", None)
     jit_compile = not args.no_xla and (default_jit_compile(precision, seq_len) if chosen else True)
-    print(path_line(precision, jit_compile, chosen, seq_len), flush=True)
+    left_out = xla_left_out(strategy) if jit_compile else None
+    jit_compile = jit_compile and left_out is None
+    print(path_line(precision, jit_compile, chosen, seq_len) + (f"; {left_out}" if left_out else ""), flush=True)
     return precision, jit_compile
 
 

@@ -478,7 +478,7 @@ def run_finetune(args, resolved):
     strategy = get_strategy(args.distribute)
     global_tokens = "auto" if args.global_cls else None
     kwargs = model_kwargs(args, resolved.model)
-    precision, jit_compile = training_path(args)
+    precision, jit_compile = training_path(args, strategy)
     with strategy.scope():
         if args.task != "tokens":
             model = build_classifier(resolved.source, None, len(labels), pooling=args.pooling,

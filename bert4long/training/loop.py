@@ -297,9 +297,10 @@ def _fit_run(model, make_dataset, steps, run, save_every, tokens_per_step, callb
              epoch_steps):
     stopper = callbacks[0]
     optimizer = model.optimizer
-    optimizer.build(model.trainable_variables)
-    checkpoint = tf.train.Checkpoint(model=model, optimizer=optimizer)
-    start, steps = _start_step(run, checkpoint, steps)
+    with model.distribute_strategy.scope():   # the optimizer's slots are mirrored like the weights they follow
+        optimizer.build(model.trainable_variables)
+        checkpoint = tf.train.Checkpoint(model=model, optimizer=optimizer)
+        start, steps = _start_step(run, checkpoint, steps)
 
     def save(step, extra):
         run.save(checkpoint, step, extra=extra)
