@@ -17,8 +17,31 @@ from bert4long.training.mlm import mlm_batches
 REGIONS = ("lt_all", "lt_mask", "ge_all", "ge_mask")
 
 
-def _predict_split(predict, tokens, positions, split):
-    """Argmax predictions at ``positions`` with each ``split``-token window read on its own."""
+def mlm_reader(model, compiled=True):
+    """``predict((token_ids, segment_ids, positions)) -> logits`` of an MLM model at inference, a `tf.function`
+    traced once for every length when ``compiled`` (a few batches: no XLA compile)."""
+    import tensorflow as tf
+
+    def predict(x):
+        return model(x, training=False)
+
+    if not compiled:
+        return predict
+    spec = tf.TensorSpec([None, None], tf.int32)
+    return tf.function(predict, input_signature=[(spec, spec, spec)])
+
+
+def predicted_at(predict, tokens, positions, split=None):
+    """Argmax predictions ``[batch, P]`` at ``positions`` of ``tokens`` ``[batch, length]`` (`mlm_reader`), the
+    sequences read whole, or (``split``) each ``split``-token window on its own.
+
+    >>> import numpy as np
+    >>> echo = lambda x: np.eye(16)[np.take_along_axis(x[0], x[2], axis=1)]   # a "model" predicting its input
+    >>> predicted_at(echo, np.arange(8)[None] + 5, np.array([[1, 6]]), split=4).tolist()
+    [[6, 11]]
+    """
+    if not split:
+        return np.asarray(predict((tokens, np.zeros_like(tokens), positions))).argmax(-1)
     predicted = np.zeros(positions.shape, "int32")
     for start in range(0, tokens.shape[1], split):
         inside = (positions >= start) & (positions < start + split)
@@ -54,25 +77,14 @@ def masked_predictions(
     >>> bool(records["correct"].all()), sorted(set(records["sequence"].tolist()))
     (True, [0, 1, 2])
     """
-    import tensorflow as tf
-
     sequences = np.asarray(sequences, dtype="int32")
-
-    def predict(x):
-        return model(x, training=False)
-
-    if compiled:  # a few batches: tf.function without an XLA compile, one trace for every length
-        spec = tf.TensorSpec([None, None], tf.int32)
-        predict = tf.function(predict, input_signature=[(spec, spec, spec)])
+    predict = mlm_reader(model, compiled)
     steps = -(-len(sequences) // batch_size)
     parts = {"sequence": [], "position": [], "is_mask": [], "correct": []}
     batches = mlm_batches(sequences, masker, batch_size, seed=seed, shuffle=False)
     for step, ((tokens, _segments, positions), labels, weights) in enumerate(batches.take(steps)):
         tokens, positions, labels, weights = (t.numpy() for t in (tokens, positions, labels, weights))
-        if split:
-            predicted = _predict_split(predict, tokens, positions, split)
-        else:
-            predicted = np.asarray(predict((tokens, np.zeros_like(tokens), positions))).argmax(-1)
+        predicted = predicted_at(predict, tokens, positions, split)
         rows = np.broadcast_to(np.arange(step * batch_size, (step + 1) * batch_size)[:, None], positions.shape)
         keep = (weights > 0) & (rows < len(sequences))   # the last batch wraps around to the first sequences
         parts["sequence"].append(rows[keep])
