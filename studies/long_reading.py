@@ -29,6 +29,7 @@ import os
 import numpy as np
 
 from benchmarks.common import load_json, machine_stamp, write_json
+from studies.common import holm, two_sided_p
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 CLASSES = ("far", "near", "none")
@@ -140,17 +141,6 @@ def contrast(gain, kind, clusters, first="far", second="none"):
     centred = shares - estimate / len(groups)
     se = math.sqrt(len(groups) / (len(groups) - 1) * float((centred ** 2).sum())) if len(groups) > 1 else math.nan
     return float(estimate), se
-
-
-def two_sided_p(estimate, se):
-    return math.erfc(abs(estimate / se) / math.sqrt(2)) if se > 0 else float(estimate == 0)
-
-
-def holm(p_values, level=0.05):
-    """Holm's step-down rejections at family-wise ``level`` (`studies.report.holm`)."""
-    from studies.report import holm as holm_decisions
-
-    return holm_decisions(p_values, level)
 
 
 def verdicts(records, baseline="base/windows", level=0.05):
@@ -316,3 +306,43 @@ def main(argv=None):
 
 if __name__ == "__main__":
     main()
+
+
+def _pct(value_se):
+    return f"{100 * value_se[0]:.1f} ± {100 * value_se[1]:.1f}"
+
+
+def section(path, number):
+    """docs/results.md's section for the long-reading JSON at ``path`` (one table per corpus), from its records."""
+    data = load_json(path, {})
+    title = os.path.splitext(os.path.basename(path))[0]
+    out = [f"## {number}. The long-reading test ({title}: rare pieces at most {_first(data, 'max_count')} times "
+           "in the training text)\n",
+           "The rule, committed before its results: docs/long_reading.md. Accuracy (%) of the masked piece, per "
+           "class, ± its standard error clustered by document; `effect`: the gain over the base's windows on far "
+           "minus the gain on none (points); `over own windows`: the same against the model's own 512-token "
+           "windows.\n"]
+    for corpus, entry in data.items():
+        records = load_records(path, corpus)
+        rows = verdicts(records)
+        control = positive_control(records)
+        counts = entry["counts"]
+        out.append(f"**{corpus}** ({len(set(entry['eval_documents']))} documents; far {counts['far']}, near "
+                   f"{counts['near']}, none {counts['none']} tokens). Positive control (base windows, near − none): "
+                   f"{_pct(control[:2])} points, {'passes' if control[2] else 'fails: no verdict is drawn'}.\n")
+        table = ["| reading | far | near | none | effect | over own windows | p | reads past 512 |",
+                 "|---|---|---|---|---|---|---|---|"]
+        for name, row in rows.items():
+            own = row.get("effect_over_own_windows")
+            verdict = ("–" if not name.endswith("/long") else "not decided" if not control[2]
+                       else "yes" if row["reads_past_512"] else "not shown")
+            table.append(f"| {name} | " + " | ".join(_pct(row["accuracy"][c]) for c in CLASSES)
+                         + f" | {_pct(row['effect']) if name != 'base/windows' else '–'}"
+                         + f" | {_pct(own) if own else '–'} | "
+                         + (f"{row['p']:.3g}" if name != "base/windows" else "–") + f" | {verdict} |")
+        out += ["\n".join(table), ""]
+    return out
+
+
+def _first(data, key):
+    return next((entry[key] for entry in data.values() if key in entry), None)

@@ -9,7 +9,6 @@ Missing files are skipped. Without matplotlib the report has tables only.
         --figures docs/figures
 """
 import argparse
-import math
 import os
 
 import numpy as np
@@ -33,7 +32,9 @@ from benchmarks.report import (
     stamp_line,
     table,
 )
+from studies.common import holm, two_sided_p
 from studies.finetune_study import standard_error, study_options
+from studies.long_reading import section as long_reading_section
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -328,25 +329,6 @@ def pooled_accuracy(records, region="all", kind="all"):
     chosen = [chosen_tokens(r, region, kind) for r in records]
     correct = np.concatenate([r["correct"][c].astype(float) for r, c in zip(records, chosen)])
     return (*clustered_mean(correct, records, chosen), len(correct))
-
-
-def two_sided_p(difference, se):
-    """The normal two-sided p-value of ``difference`` with standard error ``se``."""
-    return math.erfc(abs(difference / se) / math.sqrt(2)) if se > 0 else float(difference == 0)
-
-
-def holm(p_values, level=0.05):
-    """Holm's step-down decisions at family-wise ``level``: True where a hypothesis is rejected.
-
-    >>> holm([0.01, 0.04, 0.03])
-    [True, False, False]
-    """
-    rejected = [False] * len(p_values)
-    for rank, i in enumerate(sorted(range(len(p_values)), key=lambda i: p_values[i])):
-        if p_values[i] > level / (len(p_values) - rank):
-            break
-        rejected[i] = True
-    return rejected
 
 
 def point_records(data, method, step):
@@ -1352,6 +1334,10 @@ def build_report(studies_dir, benchmarks_dir, figures, out_path):
         sections.append(lambda k: class_weight_section(class_weights, k))
     if extension:
         sections.append(lambda k: remake_section(extension, finetune_study, k))
+    for name in sorted(os.listdir(studies_dir)) if os.path.isdir(studies_dir) else []:
+        if name.startswith("long_reading") and name.endswith(".json") and "quick" not in name:
+            path = os.path.join(studies_dir, name)
+            sections.append(lambda k, path=path: long_reading_section(path, k))
     for name, title in PEERS:
         data = load_json(os.path.join(benchmarks_dir, name))
         png = os.path.join(benchmarks_dir, name.replace(".json", ".png"))

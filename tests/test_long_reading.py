@@ -104,3 +104,18 @@ def test_the_positive_control_passes_for_copying_and_fails_without_it():
     blind = rng.random(400) < 0.2
     assert positive_control({"base/windows": {"correct": copying, "kind": kind, "cluster": cluster}})[2]
     assert not positive_control({"base/windows": {"correct": blind, "kind": kind, "cluster": cluster}})[2]
+
+
+@pytest.mark.parametrize("name", ["long_reading.json"])
+def test_the_results_page_holds_the_section_its_committed_records_give(name):
+    """docs/results.md's long-reading tables are what `section` computes now from the committed records: a number
+    edited in the page, or a record changed without regenerating it, fails here."""
+    from studies.long_reading import section
+
+    path = os.path.join(ROOT, "studies", "results", name)
+    if not os.path.exists(path):
+        pytest.skip(f"{name} not committed yet")
+    with open(os.path.join(ROOT, "docs", "results.md"), encoding="utf-8") as f:
+        page = f.read()
+    for block in section(path, 0)[1:]:   # (the heading carries the section's number)
+        assert block in page

@@ -15,6 +15,7 @@ import pytest
 from data_packages import require
 
 from studies import position_study, report
+from studies.common import holm
 
 METHODS = ["hierarchical-0.4", "copy"]
 
@@ -164,8 +165,8 @@ def test_alpha_claim_verdicts(tmp_path, alpha_01, verdict, decided):
 
 
 def test_holm_steps_down_until_a_hypothesis_stands():
-    assert report.holm([0.001, 0.04, 0.03]) == [True, False, False]   # 0.03 > 0.05 / 2 stops the procedure
-    assert report.holm([0.001, 0.02, 0.03]) == [True, True, True]     # 0.02 < 0.05 / 2, 0.03 < 0.05 / 1
+    assert holm([0.001, 0.04, 0.03]) == [True, False, False]   # 0.03 > 0.05 / 2 stops the procedure
+    assert holm([0.001, 0.02, 0.03]) == [True, True, True]     # 0.02 < 0.05 / 2, 0.03 < 0.05 / 1
     assert report.pooled_alpha_verdict({"records_folder": "/nonexistent/seed-1", "zero_shot": {}}, "all") is None
 
 
