@@ -26,6 +26,7 @@ require_tensorflow("bert4long.distribute chooses tf.distribute strategies",
 import tensorflow as tf  # noqa: E402 -- below the refusal, which speaks where TensorFlow is not installed
 
 STRATEGIES = ("none", "mirrored", "multiworker", "tpu")
+_MULTIWORKER = []   # this process's MultiWorkerMirroredStrategy, once made
 
 
 def get_strategy(name="none", tpu_address="local"):
@@ -42,13 +43,16 @@ def get_strategy(name="none", tpu_address="local"):
     if name == "mirrored":
         return tf.distribute.MirroredStrategy()
     if name == "multiworker":
+        if _MULTIWORKER:   # one a process: it was made before TensorFlow started, and cannot be made again after
+            return _MULTIWORKER[0]
         if "TF_CONFIG" not in os.environ:
             raise ValueError(
                 "--distribute multiworker needs the TF_CONFIG environment variable on every worker, e.g. "
                 + json.dumps({"cluster": {"worker": ["host1:12345", "host2:12345"]}, "task": {"type": "worker",
                                                                                             "index": 0}})
             )
-        return tf.distribute.MultiWorkerMirroredStrategy()
+        _MULTIWORKER.append(tf.distribute.MultiWorkerMirroredStrategy())
+        return _MULTIWORKER[0]
     if name == "tpu":
         resolver = tf.distribute.cluster_resolver.TPUClusterResolver(tpu=tpu_address)
         tf.config.experimental_connect_to_cluster(resolver)

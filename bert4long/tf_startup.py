@@ -69,9 +69,11 @@ def quiet_startup():
     absl_logging.set_verbosity(absl_logging.ERROR)
 
 
-def start_keras_quietly():
+def start_keras_quietly(before_devices=None):
     """Import Keras with the start-up logs silenced (see `quiet_startup`); where Keras runs on TensorFlow, TensorFlow's
-    devices are created in the same block. Another backend starts no TensorFlow: a command that needs it says so
+    devices are created in the same block, after ``before_devices()`` when given (what must run before TensorFlow's
+    runtime starts: a `tf.distribute.MultiWorkerMirroredStrategy`, whose collective ops are set at start-up).
+    Another backend starts no TensorFlow: a command that needs it says so
     (`bert4long.tensorflow_only.require_tensorflow`), and a TF checkpoint imports it when it is read. A backend whose
     package is not installed raises `BackendMissing` (one line) rather than Keras's import traceback.
 
@@ -98,4 +100,6 @@ def start_keras_quietly():
             import tensorflow as tf
 
             tf.config.list_physical_devices()
+            if before_devices is not None:
+                before_devices()
             tf.constant(0)  # creates the devices: their probing logs land in the sink too

@@ -118,6 +118,14 @@ def given_options(command_parser, argv):
     return given
 
 
+def _multiworker_strategy():
+    """Make the process's `tf.distribute.MultiWorkerMirroredStrategy` before TensorFlow starts (`get_strategy`
+    returns it from then on)."""
+    from bert4long.distribute import get_strategy
+
+    get_strategy("multiworker")
+
+
 def main(argv=None):
     argv = sys.argv[1:] if argv is None else list(argv)
     parser = build_parser()
@@ -136,7 +144,8 @@ def main(argv=None):
             fill_defaults(args, given)
             if args.command in CHECKS:
                 CHECKS[args.command](args, given)
-            start_keras_quietly()
+            start_keras_quietly(before_devices=_multiworker_strategy if getattr(args, "distribute", None) ==
+                                "multiworker" else None)
             if args.command in TENSORFLOW_COMMANDS:
                 reason, instead = TENSORFLOW_COMMANDS[args.command]
                 require_tensorflow(f"{args.command} {reason}", instead)

@@ -231,8 +231,9 @@ def run_pretrain(args, resolved):
     after = {n: accuracy_at(n, args.eval_sequences) for n in lengths}
     files = _save_pretrained(args, model, builder) if is_chief(strategy) else []
     print_summary(_summary_rows(summary, lengths, before, after, files))
-    write_text_atomically(os.path.join(args.out, "summary.json"), json.dumps(
-        {"before": before, "after": after, **{k: v for k, v in summary.items()}}, indent=2, default=str))
+    if is_chief(strategy):   # (another worker writes nothing: its --out may not even exist)
+        write_text_atomically(os.path.join(args.out, "summary.json"), json.dumps(
+            {"before": before, "after": after, **{k: v for k, v in summary.items()}}, indent=2, default=str))
 
 
 def _fit_head(model, tokenizer, sequences, length, args, jit, steps):

@@ -242,6 +242,10 @@ def class_weights(option, labels, label_ids):
 def check_finetune_arguments(args, given):
     """finetune's checks that need more than argparse, run by `bert4long.cli.main` before anything is read."""
     check_checkpoint(args)
+    if args.distribute == "multiworker":
+        raise ValueError("finetune --distribute multiworker is not supported yet (every worker would write the run "
+                         "folder): fine-tune on one machine's devices with --distribute mirrored; pretrain takes "
+                         "--distribute multiworker")
     if args.task == "tokens" and args.pooling != "cls":
         raise ValueError("--pooling chunks is for --task classify; a token labeller reads every window of a "
                          "document (leave --pooling out)")

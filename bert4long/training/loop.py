@@ -301,6 +301,7 @@ def _fit_run(model, make_dataset, steps, run, save_every, tokens_per_step, callb
         optimizer.build(model.trainable_variables)
         checkpoint = tf.train.Checkpoint(model=model, optimizer=optimizer)
         start, steps = _start_step(run, checkpoint, steps)
+    _check_workers_agree(model.distribute_strategy, start, run.out_dir)
 
     def save(step, extra):
         run.save(checkpoint, step, extra=extra)
@@ -348,6 +349,20 @@ def _fit_run(model, make_dataset, steps, run, save_every, tokens_per_step, callb
         "logs": saver.logs,
         "checkpoints": run.directory,
     }
+
+
+def _check_workers_agree(strategy, start, out_dir):
+    """Under `tf.distribute.MultiWorkerMirroredStrategy` each worker restores the newest state it finds in its own
+    ``out_dir``: refuse in one line, on every worker, unless all of them go on from the same step (workers that
+    all-reduced the gradients of different weights would train on with no error)."""
+    if not isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy):
+        return
+    each = tf.function(lambda: strategy.run(lambda: tf.constant([start], tf.int64)))()   # (eager run: a warning)
+    steps = strategy.gather(each, axis=0).numpy().tolist()
+    if min(steps) != max(steps):
+        raise ValueError(f"The workers would go on from different steps ({', '.join(map(str, steps))}; this one from "
+                         f"{start}, in {out_dir!r}): every worker resumes from the chief's checkpoints, so give every "
+                         "worker the same --out on a file system they share, or a new --out to start again")
 
 
 def _fit_custom(model, make_dataset, start, steps, interval, guard, saver):
