@@ -106,7 +106,7 @@ def test_the_positive_control_passes_for_copying_and_fails_without_it():
     assert not positive_control({"base/windows": {"correct": blind, "kind": kind, "cluster": cluster}})[2]
 
 
-@pytest.mark.parametrize("name", ["long_reading.json"])
+@pytest.mark.parametrize("name", ["long_reading.json", "long_reading_rule2.json"])
 def test_the_results_page_holds_the_section_its_committed_records_give(name):
     """docs/results.md's long-reading tables are what `section` computes now from the committed records: a number
     edited in the page, or a record changed without regenerating it, fails here."""
