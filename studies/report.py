@@ -1272,6 +1272,14 @@ def remake_section(extension, finetune, number):
     return out + [""]
 
 
+def long_reading_sections(studies_dir):
+    """A section maker for each long-reading JSON in ``studies_dir`` (one a rule; the quick run's left out)."""
+    names = sorted(os.listdir(studies_dir)) if os.path.isdir(studies_dir) else []
+    paths = [os.path.join(studies_dir, name) for name in names
+             if name.startswith("long_reading") and name.endswith(".json") and "quick" not in name]
+    return [lambda k, path=path: long_reading_section(path, k) for path in paths]
+
+
 def build_report(studies_dir, benchmarks_dir, figures, out_path):
     """The page: headline numbers, then every section whose JSON exists, numbered in order."""
     plt = plotting()
@@ -1334,10 +1342,7 @@ def build_report(studies_dir, benchmarks_dir, figures, out_path):
         sections.append(lambda k: class_weight_section(class_weights, k))
     if extension:
         sections.append(lambda k: remake_section(extension, finetune_study, k))
-    for name in sorted(os.listdir(studies_dir)) if os.path.isdir(studies_dir) else []:
-        if name.startswith("long_reading") and name.endswith(".json") and "quick" not in name:
-            path = os.path.join(studies_dir, name)
-            sections.append(lambda k, path=path: long_reading_section(path, k))
+    sections += long_reading_sections(studies_dir)
     for name, title in PEERS:
         data = load_json(os.path.join(benchmarks_dir, name))
         png = os.path.join(benchmarks_dir, name.replace(".json", ".png"))
