@@ -1095,8 +1095,8 @@ def _predict_batch(model, tokenizer, batch, task, seq_len, settings, buckets):
         x = document_rows(tokenizer, batch, seq_len, settings["chunks"] if settings["pooling"] == "chunks" else None)
         x = cut(x, padded_shapes(x, pad, buckets))
         logits = model.predict_on_batch(model_inputs(model, x)).astype("float64")
-    labels = settings["labels"]
-    answers = [int(label) for label in labels] if settings.get("label_type") == "integer" else labels
+        labels = settings["labels"]
+        answers = [int(label) for label in labels] if settings.get("label_type") == "integer" else labels
     if task == "multilabel":
         chosen = sigmoid(logits) >= np.asarray(settings["threshold"])
         return [{"predicted_labels": [answer for answer, on in zip(answers, row) if on],
