@@ -150,7 +150,8 @@ def _summary_rows(summary, lengths, before, after, files):
     rows = [("steps", f"{summary['start_step']} -> {summary['steps']}"
              + (f" (resumed from step {summary['start_step']})" if summary["start_step"] else "")),
             ("tokens/s", f"{summary['tokens_per_second']:.0f}" if np.isfinite(summary["tokens_per_second"]) else "-"),
-            ("final train MLM accuracy", f"{summary['logs'].get('mlm_accuracy', float('nan')):.1%}")]
+            ("final train MLM accuracy", f"{summary['logs']['mlm_accuracy']:.1%}" if "mlm_accuracy" in summary["logs"]
+             else "-")]
     for n in lengths:
         rows.append((f"MLM accuracy at {n} tokens", (f"{before[n]:.1%} -> " if n in before else "") + f"{after[n]:.1%}"))
     if not lengths:
