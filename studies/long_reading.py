@@ -226,6 +226,7 @@ def run(args):
     np.savez_compressed(os.path.join(folder, "tokens.npz"), cluster=clusters, **scored)
     for name, config, checkpoint, method in readings(args):
         model, _, _ = build_mlm_model(config, checkpoint, **parse_method(method, args.long_length))
+        sha256 = checkpoint_sha256(checkpoint)
         for reading, split in (("long", None), ("windows", args.window)):
             if name == "base" and reading == "long":
                 continue   # 512 positions: the base reads windows only
@@ -233,7 +234,7 @@ def run(args):
             correct = predicted == scored["answer"]
             np.savez_compressed(os.path.join(folder, f"{name}-{reading}.npz"), correct=correct)
             entry["readings"][f"{name}/{reading}"] = {
-                "checkpoint": checkpoint, "sha256": checkpoint_sha256(checkpoint), "method": method,
+                "checkpoint": checkpoint, "sha256": sha256, "method": method,
                 "accuracy": float(correct.mean()) if len(correct) else None}
             print(f"{args.corpus} {name}/{reading}: " + ", ".join(
                 f"{c} {correct[scored['kind'] == c].mean():.1%}" for c in CLASSES if (scored["kind"] == c).any()),

@@ -170,7 +170,7 @@ def training_path(args, strategy):
     if is_tpu(strategy):
         precision = "mixed_bfloat16" if chosen else args.precision
         jit_compile = not args.no_xla
-        print(f"precision: {precision}, {'with' if jit_compile else 'without'} XLA"
+        print(path_line(precision, jit_compile, chosen=False)   # (auto's reasons are the host's: a TPU's is this)
               + (" (auto: a TPU, which computes in bfloat16)" if chosen else ""), flush=True)
         return precision, jit_compile
     precision = default_precision() if chosen else args.precision
