@@ -14,6 +14,7 @@ import textwrap
 
 import numpy as np
 import pytest
+from subprocesses import loopback_workers
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -72,9 +73,8 @@ def runs(tiny_bert, tmp_path_factory):
     """The two workers side by side (they train together), then the mirrored process with the one-device references:
     never more processes at once than the two workers."""
     tmp = tmp_path_factory.mktemp("distributed")
-    workers = [f"127.0.0.1:{port}" for port in free_ports(2)]
-    processes = {f"worker{index}": launch("multiworker", tiny_bert, tmp / f"worker{index}.json", {"TF_CONFIG": json.dumps(
-        {"cluster": {"worker": workers}, "task": {"type": "worker", "index": index}})}) for index in range(2)}
+    processes = {f"worker{index}": launch("multiworker", tiny_bert, tmp / f"worker{index}.json", {"TF_CONFIG": config})
+                 for index, config in enumerate(loopback_workers(2))}
     outputs = {name: process.communicate()[0] for name, process in processes.items()}
     processes["mirrored"] = launch("mirrored", tiny_bert, tmp / "mirrored.json")
     outputs["mirrored"] = processes["mirrored"].communicate()[0]
@@ -89,18 +89,6 @@ def test_mirrored_matches_single_device(runs):
     np.testing.assert_allclose(mirrored["loss"], single["loss"], rtol=1e-5)   # float32 all-reduce order only
     assert single["moved"] > 1e-3                                             # the weights did move
     assert abs(mirrored["moved"] - single["moved"]) < 1e-3 * single["moved"]
-
-
-def free_ports(count):
-    import socket
-
-    sockets = [socket.socket() for _ in range(count)]
-    for sock in sockets:
-        sock.bind(("127.0.0.1", 0))
-    ports = [sock.getsockname()[1] for sock in sockets]
-    for sock in sockets:
-        sock.close()
-    return ports
 
 
 def test_two_workers_match_single_device(runs):

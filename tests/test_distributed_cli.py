@@ -7,14 +7,13 @@ an uninterrupted job, and workers that would go on from different steps are refu
 A process makes its two logical CPU devices before TensorFlow starts (``RUN``), as a machine with two GPUs has them;
 the rest is the command line itself.
 """
-import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 
 import pytest
+from subprocesses import loopback_workers
 
 from tests import test_safety_untried as untried
 from tests.test_safety_untried import _finetune, _pretrain, _same, _state, _weights
@@ -26,20 +25,22 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 RUN = """
 import os, signal, sys
 import tensorflow as tf
-cpu = tf.config.list_physical_devices("CPU")[0]
-tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
+devices, kill_at, argv = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3:]
+if devices > 1:   # logical CPU devices, as a machine with that many GPUs has them
+    cpu = tf.config.list_physical_devices("CPU")[0]
+    tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * devices)
 from bert4long.cli import main, mlm, tasks
-kill_at, argv = int(sys.argv[1]), sys.argv[2:]
 for module in (mlm, tasks):   # kill -9 just after the checkpoint of step kill_at (0: never)
     module.saved_line = lambda s, folder, said=module.saved_line: (said(s, folder), s == kill_at and
                                                                   os.kill(os.getpid(), signal.SIGKILL))
 sys.exit(main(argv))
 """
+ENV = {**os.environ, "PYTHONPATH": ROOT, "TF_CPP_MIN_LOG_LEVEL": "3"}
 
 
 def _run(argv, kill_at=0):
-    return subprocess.run([sys.executable, "-c", RUN, str(kill_at), *argv], cwd=ROOT, capture_output=True, text=True,
-                          env={**os.environ, "PYTHONPATH": ROOT, "TF_CPP_MIN_LOG_LEVEL": "3"})
+    return subprocess.run([sys.executable, "-c", RUN, "2", str(kill_at), *argv], cwd=ROOT, capture_output=True,
+                          text=True, env=ENV)
 
 
 @pytest.mark.parametrize("command", ["pretrain", "finetune"])
@@ -63,43 +64,21 @@ def test_mirrored_trains_says_why_xla_is_out_and_resumes_after_kill_9(tiny_bert,
     _same(_state(tmp_path / "straight"), _state(tmp_path / "killed"))
 
 
-WORKER = """
-import os, signal, sys
-from bert4long.cli import main, mlm
-kill_at, argv = int(sys.argv[1]), sys.argv[2:]
-mlm.saved_line = lambda s, folder, said=mlm.saved_line: (said(s, folder), s == kill_at and
-                                                         os.kill(os.getpid(), signal.SIGKILL))
-sys.exit(main(argv))
-"""
-
-
-def _free_ports(count):
-    sockets = [socket.socket() for _ in range(count)]
-    for s in sockets:
-        s.bind(("localhost", 0))
-    ports = [s.getsockname()[1] for s in sockets]
-    for s in sockets:
-        s.close()
-    return ports
-
-
 def _workers(argv_of, kill_chief_at=0):
     """Two loopback workers of one job (``argv_of(index)``: worker ``index``'s command line); the chief (worker 0)
     kills itself after the checkpoint of step ``kill_chief_at`` (0: never), and then worker 1, waiting on a
     collective that will never come, is killed too, as a scheduler ends a job that lost a worker."""
-    cluster = [f"localhost:{port}" for port in _free_ports(2)]
-    processes = []
-    for index in range(2):
-        config = json.dumps({"cluster": {"worker": cluster}, "task": {"type": "worker", "index": index}})
-        processes.append(subprocess.Popen(
-            [sys.executable, "-c", WORKER, str(kill_chief_at if index == 0 else 0), *argv_of(index)], cwd=ROOT,
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-            env={**os.environ, "PYTHONPATH": ROOT, "TF_CPP_MIN_LOG_LEVEL": "3", "TF_CONFIG": config}))
+    processes = [subprocess.Popen([sys.executable, "-c", RUN, "1", str(kill_chief_at if index == 0 else 0),
+                                   *argv_of(index)], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                  text=True, env={**ENV, "TF_CONFIG": config})
+                 for index, config in enumerate(loopback_workers(2))]
     if kill_chief_at:
-        processes[0].wait()
+        ended = [processes[0].communicate()]
         processes[1].kill()
-    return [(p.returncode, *p.communicate()) if p.returncode is not None else (p.wait(), *p.communicate())
-            for p in processes]
+        ended.append(processes[1].communicate())
+    else:
+        ended = [process.communicate() for process in processes]
+    return [(process.returncode, out, err) for process, (out, err) in zip(processes, ended)]
 
 
 def test_multiworker_trains_writes_on_the_chief_resumes_together_and_refuses_a_split_resume(tiny_bert, data, tmp_path):
