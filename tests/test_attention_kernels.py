@@ -364,6 +364,7 @@ def config_path(tmp_path_factory):
     return str(path)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", sorted(VARIANTS))
 def test_variant_in_model_xla_train_keras_and_savedmodel(name, config_path, tmp_path):
     model = build_transformer_model(config_path, None, attention=name, attention_config=VARIANTS[name])

@@ -105,6 +105,7 @@ def plan(tiny_family, tmp_path_factory):
     return path, expected, keras_files
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("backend", ["jax", "torch"])
 def test_every_family_and_keras_file_matches_tensorflow(backend, plan, tmp_path):
     pytest.importorskip(backend, reason=f"{backend} is not installed: the {backend} backend cannot run")

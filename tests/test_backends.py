@@ -190,6 +190,7 @@ def tensorflow_numbers(tiny_bert, tmp_path_factory):
     return path
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("backend", ["jax", "torch"])
 def test_backend_matches_tensorflow(backend, tiny_bert, tensorflow_numbers, tmp_path):
     pytest.importorskip(backend, reason=f"{backend} is not installed: the {backend} backend cannot run")
@@ -230,6 +231,7 @@ print(np.isfinite(loss[0]), np.isfinite(classifier.train_on_batch([ids, ids * 0]
 """
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("backend", ["jax", "torch"])
 def test_training_builds_without_tensorflow(backend, tiny_bert):
     pytest.importorskip(backend, reason=f"{backend} is not installed: the {backend} backend cannot run")

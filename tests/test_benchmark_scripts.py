@@ -48,6 +48,7 @@ def quick_runs(tmp_path_factory):
     return {name: (ended[name].returncode, ended[name].stdout, runs[name][1]) for name in runs}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ["benchmarks.speed", "benchmarks.attention", "benchmarks.train",
                                   "benchmarks.tokenization", "benchmarks.raw_text_serving",
                                   "benchmarks.finetune_lengths", "studies.finetune_study", "benchmarks.backends",
@@ -62,6 +63,7 @@ def test_benchmark_quick_run_writes_json(quick_runs, name):
     assert len(text) > 200
 
 
+@pytest.mark.slow
 def test_finetune_study_records_each_runs_last_epoch_labels(quick_runs):
     """Each run's labels for the validation speeches after its last epoch (read from its newest checkpoint, not the
     best epoch's classifier) give the macro-F1 its metrics recorded for that epoch, scored here by scikit-learn."""
@@ -84,6 +86,7 @@ def test_finetune_study_records_each_runs_last_epoch_labels(quick_runs):
         assert len(baseline["predicted"]) == len(gold) and abs(expected - baseline["macro_f1"]) < 1e-4
 
 
+@pytest.mark.slow
 def test_finetune_study_scores_the_long_model_on_cut_speeches_and_trains_one_on_chunks(quick_runs):
     """--quick's 64-token runs are also scored reading 32 tokens: the labels their classifier (after their one epoch,
     the last is the best) gives the validation speeches' first 30 pieces, read here without `predict`; its
@@ -123,6 +126,7 @@ def test_finetune_study_scores_the_long_model_on_cut_speeches_and_trains_one_on_
         (word, row["label"]) for row in train for word in row["text"].split()]
 
 
+@pytest.mark.slow
 def test_finetune_study_score_truncated_adds_the_cut_reading_to_runs_already_recorded(quick_runs, tmp_path):
     """Runs recorded without their truncated reading get it from their folders; a run not recorded is not trained."""
     returncode, output, path = quick_runs["studies.finetune_study"]

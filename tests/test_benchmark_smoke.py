@@ -41,6 +41,7 @@ def read(results, name):
         return json.load(f)
 
 
+@pytest.mark.slow
 def test_position_study_quick_writes_every_stage(quick_results):
     data = read(quick_results, "position_study")
     assert data["stamp"]["command"].endswith("--quick --out " + str(quick_results / "position_study.json"))
@@ -70,6 +71,7 @@ def test_position_study_quick_writes_every_stage(quick_results):
         f"step-0000{step}{kind}.npz" for step in (1, 2) for kind in ("-split", "")]
 
 
+@pytest.mark.slow
 def test_classification_and_batch_size_quick(quick_results):
     data = read(quick_results, "classification_study")
     assert set(data["strategies"]) == {"head-512", "chunks-512", "hierarchical-1024", "recurrence-2048", "tfidf-512",
@@ -81,6 +83,7 @@ def test_classification_and_batch_size_quick(quick_results):
     assert batch["rows"][0]["max_batch"] == 1 and batch["rows"][0]["peak_gb"] > 0
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("model", ["modernbert", "longformer"])
 def test_long_encoders_quick_compares_with_transformers(tmp_path, model):
     """Its own run: it needs torch and transformers, not the data packages."""
@@ -100,6 +103,7 @@ def test_long_encoders_quick_compares_with_transformers(tmp_path, model):
     assert ratio["time_vs_hf"] == round(rows["bert4long"]["step_s"] / rows["hf-torch"]["step_s"], 2)
 
 
+@pytest.mark.slow
 def test_eager_memory_quick_measures_every_mode(quick_results):
     data = read(quick_results, "eager_memory")
     assert {(r["mode"], r["status"]) for r in data["results"]} == {
@@ -108,6 +112,7 @@ def test_eager_memory_quick_measures_every_mode(quick_results):
     assert set(data["ratios"]) == {"chunked_128_eager_over_tf_function", "chunked_128_run_eagerly_over_tf_function"}
 
 
+@pytest.mark.slow
 def test_range_check_cost_quick_times_both_mechanisms(quick_results):
     data = read(quick_results, "range_check_cost")
     assert [row["mechanism"] for row in data["rows"]] == ["host check"] * 3 + ["in-graph"]
@@ -117,6 +122,7 @@ def test_range_check_cost_quick_times_both_mechanisms(quick_results):
     assert data["rows"][-1]["forward_ms"] > 0
 
 
+@pytest.mark.slow
 def test_report_renders_the_json_numbers(quick_results, tmp_path):
     rows = [{"impl": "bert4long", "length": 1024, "batch": 2, "forward_s": 1.0, "train_step_s": 2.0, "peak_rss_gb": 3.0},
             {"impl": "bert4keras", "length": 1024, "batch": 2, "forward_s": 0.9, "train_step_s": 3.2, "peak_rss_gb": 3.5}]

@@ -10,6 +10,7 @@ import subprocess
 import sys
 
 import numpy as np
+import pytest
 from data_packages import needs
 
 from bert4long.models import build_transformer_model
@@ -49,6 +50,7 @@ CALLS = {
 ATOL = 1e-5
 
 
+@pytest.mark.slow
 def test_outputs_match_bert4keras(tiny_bert, tiny_albert, tmp_path):
     checkpoints = {"bert": tiny_bert[:2], "albert": tiny_albert[:2]}
     rng = np.random.default_rng(7)

@@ -28,6 +28,7 @@ def _texts(rng, count, length, vocabulary):
     return [" ".join(rng.choice(vocabulary, length)) for _ in range(count)]
 
 
+@pytest.mark.slow
 def test_sentence_classifier(tiny_bert):
     config_path, checkpoint_path, dict_path = tiny_bert
     rng = np.random.default_rng(0)
@@ -80,6 +81,7 @@ def test_sentence_classifier(tiny_bert):
     assert float(model.optimizer.learning_rate) == pytest.approx(3e-3 * (1 - 0.5 * (120 - 10) / 190), rel=1e-4)
 
 
+@pytest.mark.slow
 def test_crf_ner_tagger(tiny_bert):
     config_path, checkpoint_path, dict_path = tiny_bert
     rng = np.random.default_rng(1)
@@ -139,6 +141,7 @@ def test_crf_ner_tagger(tiny_bert):
     assert after >= 0.9 and after > before + 0.2, (before, after)
 
 
+@pytest.mark.slow
 def test_unilm_seq2seq_generator(tiny_bert):
     config_path, checkpoint_path, dict_path = tiny_bert
     rng = np.random.default_rng(2)
@@ -206,6 +209,7 @@ def test_unilm_seq2seq_generator(tiny_bert):
     assert after >= 0.75 and after > before + 0.5, (before, after)
 
 
+@pytest.mark.slow
 def test_mlm_probe(tiny_bert):
     config_path, checkpoint_path, dict_path = tiny_bert
     tokenizer = Tokenizer(dict_path, do_lower_case=True)
@@ -237,6 +241,7 @@ def test_mlm_probe(tiny_bert):
     assert proba_after > 0.5 > proba_before
 
 
+@pytest.mark.slow
 def test_lm_random_sample_and_greedy_decoding(tiny_bert):
     config_path, checkpoint_path, dict_path = tiny_bert
     tokenizer = Tokenizer(dict_path, do_lower_case=True)
@@ -267,6 +272,7 @@ def test_lm_random_sample_and_greedy_decoding(tiny_bert):
     assert all(0 <= t < tokenizer.vocab_size for s in samples for t in s)
 
 
+@pytest.mark.slow
 def test_relation_extraction_with_conditional_layer_norm(tiny_bert):
     """task_relation_extraction.py: subject tagger, then objects and predicates tagged by a
     LayerNorm conditioned on the subject's start and end vectors, trained through one Loss layer."""

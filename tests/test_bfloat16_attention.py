@@ -62,6 +62,7 @@ def child(out):
         json.dump(numbers, f)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("backend", ["tensorflow", "jax", "torch"])
 def test_attention_against_float64(backend, tmp_path):
     pytest.importorskip(backend, reason=f"{backend} is not installed")

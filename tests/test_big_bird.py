@@ -57,6 +57,7 @@ def reference(model_class, folder, ids, mask, train=False):
         return model(input_ids=torch.tensor(ids), attention_mask=torch.tensor(mask), output_hidden_states=True)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("length", [37, 20], ids=["block_sparse", "short_input_full_attention"])
 def test_mlm_logits_and_hidden_states_equal_transformers(folders, length):
     ids, mask = batch(length)
@@ -69,6 +70,7 @@ def test_mlm_logits_and_hidden_states_equal_transformers(folders, length):
                                atol=TOL, rtol=0)
 
 
+@pytest.mark.slow
 def test_pooler_and_training_random_blocks_equal_transformers(folders):
     ids, mask = batch(50, seed=1)  # 25 blocks of 2
     model = build_transformer_model(checkpoint_path=folders["base"], with_pool=True, attention_mask_input=True)
@@ -81,6 +83,7 @@ def test_pooler_and_training_random_blocks_equal_transformers(folders):
     assert np.abs(trained - model.predict(inputs, verbose=0)).max() > 1e-3  # the training blocks differ
 
 
+@pytest.mark.slow
 def test_training_gradients_equal_transformers(folders):
     """Gradients of the same weighted sum of hidden states (training pattern, dropout 0), for layer 0's query."""
     import tensorflow as tf
@@ -99,6 +102,7 @@ def test_training_gradients_equal_transformers(folders):
     assert np.abs(expected).max() > 1e-2
 
 
+@pytest.mark.slow
 def test_exported_saved_model_switches_by_length_and_save_back(folders, tmp_path):
     import keras
     import tensorflow as tf

@@ -53,6 +53,7 @@ def _finetune(checkpoint, train, out, *extra):
             "--no-xla", "--quiet", "--out", str(out), *extra]
 
 
+@pytest.mark.slow
 def test_balanced_class_weights_are_recorded_and_resume_refuses_others(tiny_bert, imbalanced, tmp_path, capsys):
     out = tmp_path / "run"
     assert main(_finetune(tiny_bert[1], imbalanced, out, "--steps", "2", "--class-weight", "balanced")) == 0
@@ -93,6 +94,7 @@ def test_class_weights_are_refused_for_token_labelling_and_a_missing_file(tiny_b
     assert "none.json': no such file; pass balanced, or a JSON file" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_class_weights_large_enough_to_overflow_the_loss_are_named_as_its_likely_cause(tiny_bert, imbalanced, tmp_path,
                                                                                        capsys):
     """A loss that became NaN/inf under huge --class-weight weights names them (was: "Lower --learning-rate" alone);

@@ -27,6 +27,7 @@ def corpus(tmp_path, rng):
     return folder
 
 
+@pytest.mark.slow
 def test_pretrain_resume_info_export(tiny_bert, corpus, tmp_path, capsys, monkeypatch):
     config, checkpoint, _ = tiny_bert
     common = ["pretrain", "--config", config, "--checkpoint", checkpoint, "--corpus", str(corpus), "--seq-len", "24",

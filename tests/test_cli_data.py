@@ -75,6 +75,7 @@ def test_token_labelling_data(tmp_path):
         encode_tagged(Pieces(), words[:1], tags[:1], ["0"], 5, sources)
 
 
+@pytest.mark.slow
 def test_interrupted_cli_run_resumes_bit_identical(tiny_bert, tmp_path, monkeypatch, capsys):
     """One text file is the corpus (a slice held out). Run B stops right after its first checkpoint, as if
     killed there (tests/test_resume.py kills a real process); rerunning the same command ends with exactly
@@ -117,6 +118,7 @@ def test_interrupted_cli_run_resumes_bit_identical(tiny_bert, tmp_path, monkeypa
     assert summary["start_step"] == 2
 
 
+@pytest.mark.slow
 def test_finetune_integer_labels_then_predict(tiny_bert, tmp_path, capsys):
     """Integer labels with a labels file "0"/"1", trained through the shuffled order, then `predict` over a
     folder writes one line per document with a label and probabilities that sum to 1."""
@@ -160,6 +162,7 @@ def test_finetune_integer_labels_then_predict(tiny_bert, tmp_path, capsys):
                and abs(sum(line["probabilities"].values()) - 1) < 1e-5 for line in lines)
 
 
+@pytest.mark.slow
 def test_export_run_serves_the_fine_tuned_classifier_on_raw_text(tiny_bert, tmp_path, capsys):
     """`export --run` writes the classifier `finetune` saved; with --raw-text its serving_default reads whole
     documents (WordPiece in the graph, the run's own length and casing) and gives `predict --run`'s numbers
@@ -197,6 +200,7 @@ def test_export_run_serves_the_fine_tuned_classifier_on_raw_text(tiny_bert, tmp_
     assert "one source" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_finetune_epochs_keep_the_best_epoch_and_stop_early(tiny_bert, tmp_path, capsys, monkeypatch):
     """--epochs counts passes over --train; the weights of the epoch with the best --select-metric are the final
     model (scores scripted here: epoch 1 is best), and --early-stopping 2 ends the run two epochs later."""

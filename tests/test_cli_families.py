@@ -56,6 +56,7 @@ def run(argv, capsys):
     return out, err
 
 
+@pytest.mark.slow
 def test_longformer_finetune_global_cls_predict_export_info(folders, data, tmp_path, capsys, monkeypatch):
     import keras
     import tensorflow as tf
@@ -160,6 +161,7 @@ def test_longformer_classifier_global_tokens_reach_the_model(folders):
         build_classifier(None, folders["roberta"], num_labels=2, global_tokens=[0])
 
 
+@pytest.mark.slow
 def test_modernbert_finetune_and_predict_without_segment_ids(folders, data, tmp_path, capsys):
     folder = folders["modernbert"]
     run(["finetune", "--checkpoint", folder, "--train", data["train"], "--seq-len", str(SEQ_LEN), "--steps", "2",

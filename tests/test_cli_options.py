@@ -240,6 +240,7 @@ def test_predict_refuses_input_without_text(capsys, tiny_bert, tmp_path):
     assert status == 1 and "holds no finetune.json" in err
 
 
+@pytest.mark.slow
 def test_tensorflow_start_up_logs_are_silenced(tiny_bert, tmp_path):
     _, checkpoint, _ = tiny_bert
     env = {k: v for k, v in os.environ.items() if k != "TF_CPP_MIN_LOG_LEVEL"}

@@ -117,6 +117,7 @@ def test_seq_len_check_reaches_the_scaled_length(modernbert_config):
         checked(parsed(modernbert_config, "--seq-len", "40"), TRAINED)
 
 
+@pytest.mark.slow
 def test_export_serves_the_scaled_model(capsys, modernbert_folder, tmp_path):
     import tensorflow as tf
 

@@ -59,6 +59,7 @@ def test_split_windows_read_independently():
     assert split["n_ge_all"].sum() > 0 and (split["n_ge_all"] == whole["n_ge_all"]).all()   # the same masking
 
 
+@pytest.mark.slow
 def test_demo_on_your_checkpoint_and_corpus(tiny_bert, tmp_path, capsys):
     """The command the main job ends with, on a tiny checkpoint and a folder of text files."""
     _, checkpoint, _ = tiny_bert
@@ -92,6 +93,7 @@ def test_demo_refuses_a_corpus_without_long_documents(tiny_bert, tmp_path, capsy
     assert "no held-out document reaches 64 tokens: pass a smaller --seq-len" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_the_main_job_on_the_built_in_model(tmp_path, capsys):
     """`bert4long pretrain --demo` end to end on the built-in model and the articles shipped with it (a few steps)."""
     out = tmp_path / "demo"
@@ -115,6 +117,7 @@ def test_the_shipped_articles_are_the_ones_the_built_in_model_was_kept_from():
     assert articles == wikipedia_articles()
 
 
+@pytest.mark.slow
 def test_a_demo_stopped_by_sigterm_says_a_rerun_starts_over(tiny_bert, tmp_path, capsys, monkeypatch):
     """The main job keeps no checkpoint: SIGTERM's line says a rerun starts over (was: "run the same command again
     to continue", which started over too)."""

@@ -83,6 +83,7 @@ def runs(tiny_bert, tmp_path_factory):
     return {name: json.load(open(tmp / f"{name}.json")) for name in processes}
 
 
+@pytest.mark.slow
 def test_mirrored_matches_single_device(runs):
     single, mirrored = runs["mirrored"]["single"], runs["mirrored"]["mirrored"]
     assert single["replicas"] == 1 and mirrored["replicas"] == 2
@@ -91,6 +92,7 @@ def test_mirrored_matches_single_device(runs):
     assert abs(mirrored["moved"] - single["moved"]) < 1e-3 * single["moved"]
 
 
+@pytest.mark.slow
 def test_two_workers_match_single_device(runs):
     reference = runs["mirrored"]["single_custom_loop"]
     assert reference["replicas"] == 1 and not reference["custom_loop"]

@@ -43,6 +43,7 @@ def _run(argv, kill_at=0):
                           text=True, env=ENV)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("command", ["pretrain", "finetune"])
 def test_mirrored_trains_says_why_xla_is_out_and_resumes_after_kill_9(tiny_bert, data, tmp_path, command):
     def argv(out):
@@ -81,6 +82,7 @@ def _workers(argv_of, kill_chief_at=0):
     return [(process.returncode, out, err) for process, (out, err) in zip(processes, ended)]
 
 
+@pytest.mark.slow
 def test_multiworker_trains_writes_on_the_chief_resumes_together_and_refuses_a_split_resume(tiny_bert, data, tmp_path):
     def argv(out, steps=4):
         return [a for a in _pretrain(tiny_bert, data, out, steps=steps) if a != "--quiet"] + [

@@ -119,6 +119,7 @@ def test_full_attention_would_not_fit():
     assert probabilities >= 2 * CEILING   # what full attention keeps for its backward pass
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kernel", sorted(KERNELS))
 def test_eager_step_stays_within_the_tf_function_memory(measured, kernel):
     steps, killed = measured[kernel]

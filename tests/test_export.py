@@ -30,6 +30,7 @@ LOAD_WITHOUT_BERT4LONG = textwrap.dedent("""
 """)
 
 
+@pytest.mark.slow
 def test_saved_model_round_trip_beyond_trained_length(tiny_bert, tmp_path, rng):
     config, checkpoint, _ = tiny_bert
     model = build_transformer_model(config, checkpoint, hierarchical_position=True, with_mlm=True, with_pool=True)
@@ -51,6 +52,7 @@ def test_saved_model_round_trip_beyond_trained_length(tiny_bert, tmp_path, rng):
     np.testing.assert_allclose(served["mlm_output"], probs, atol=1e-5)
 
 
+@pytest.mark.slow
 def test_saved_model_takes_the_global_attention_mask(tiny_bert, tmp_path, rng):
     import tensorflow as tf
 
@@ -72,6 +74,7 @@ def test_saved_model_takes_the_global_attention_mask(tiny_bert, tmp_path, rng):
     assert np.abs(local - expected).max() > 1e-4   # the served mask input is used
 
 
+@pytest.mark.slow
 def test_saved_model_stores_each_weight_once(tiny_bert, tmp_path):
     """The variables the serving function reads are saved once (`ExportArchive.track(model)` saved the Keras
     variables again beside them: a SavedModel twice the weights)."""

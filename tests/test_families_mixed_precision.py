@@ -37,6 +37,7 @@ def inputs_of(model, ids):
     return [ids] if len(model.inputs) == 1 else [ids, np.zeros_like(ids)]
 
 
+@pytest.mark.slow
 def test_classifier_trains_with_loss_scaling(family):
     name, folder, pad, ids = family
     keras.utils.set_random_seed(0)

@@ -27,6 +27,7 @@ def _base(tiny_bert, train, run, *extra):
             "--no-xla", "--learning-rate", "1e-2", "--out", str(run), *extra]
 
 
+@pytest.mark.slow
 def test_evaluations_between_epochs_choose_the_kept_weights_and_test_is_scored_once_with_them(
         tiny_bert, tmp_path, monkeypatch, capsys):
     import keras
@@ -71,6 +72,7 @@ def test_evaluations_between_epochs_choose_the_kept_weights_and_test_is_scored_o
     assert [e.step for e in events.Tensors("macro_f1")] == [2, 3, 4, 6]
 
 
+@pytest.mark.slow
 def test_keep_checkpoints_0_removes_the_state_once_finished_and_a_rerun_is_refused(tiny_bert, tmp_path, capsys):
     train, run = _train(tmp_path), tmp_path / "run"
     assert main(_base(tiny_bert, train, run, "--epochs", "1", "--keep-checkpoints", "0", "--quiet")) == 0
@@ -96,6 +98,7 @@ def test_bad_options_are_refused_naming_the_fix(tiny_bert, tmp_path, capsys, ext
     assert not (tmp_path / "run").exists()
 
 
+@pytest.mark.slow
 def test_their_refusals_come_before_tensorflow(tmp_path):
     from test_startup import HEAVY, imported_packages
 
@@ -113,6 +116,7 @@ def test_their_refusals_come_before_tensorflow(tmp_path):
         assert message in messages and not packages & HEAVY, messages[-2000:]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("available_gib, warning, others", [
     (3.5, "warning: that is more than the memory available: lower --batch-size to 3 (the most that fits by this "
           "estimate, with that headroom)", []),
@@ -168,6 +172,7 @@ def test_other_training_runs_are_the_live_bert4long_pretrain_and_finetune_proces
     assert runs[0].pid not in other_training_runs()
 
 
+@pytest.mark.slow
 def test_info_estimates_the_batch_it_is_given(tiny_bert, capsys):
     lines = {}
     for batch in ("1", "64"):

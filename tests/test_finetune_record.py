@@ -41,6 +41,7 @@ def _scripted_run(tiny_bert, tmp_path, monkeypatch, macro_f1, *extra):
     return run, calls
 
 
+@pytest.mark.slow
 def test_the_run_records_its_settings_kept_epoch_and_validation_curves(tiny_bert, tmp_path, monkeypatch, capsys):
     tensorboard = pytest.importorskip("tensorboard.backend.event_processing.event_accumulator")
     import tensorflow as tf
@@ -73,6 +74,7 @@ def test_the_run_records_its_settings_kept_epoch_and_validation_curves(tiny_bert
     assert glob.glob(str(run / "logs" / "train" / "events.out.tfevents.*"))   # the training scalars stay
 
 
+@pytest.mark.slow
 def test_the_last_epoch_kept_is_named_and_its_scores_reused(tiny_bert, tmp_path, monkeypatch, capsys):
     run, calls = _scripted_run(tiny_bert, tmp_path, monkeypatch, itertools.count(1))
     assert len(calls) == 3   # was 4: scored again at the end with the same weights
@@ -82,6 +84,7 @@ def test_the_last_epoch_kept_is_named_and_its_scores_reused(tiny_bert, tmp_path,
     assert json.loads((run / "finetune.json").read_text())["class_weight_option"] == "none"
 
 
+@pytest.mark.slow
 def test_a_run_without_validation_names_its_last_epoch(tiny_bert, tmp_path):
     train = _write(tmp_path / "train.jsonl", [{"text": f"w{i} w3", "label": "ab"[i % 2]} for i in range(4)])
     run = tmp_path / "run"
@@ -125,6 +128,7 @@ def test_the_default_check_can_fail():
     assert _wrong_defaults(parser) == [("--steps", "1000", None), ("--task", "a", None), ("--out", "other", "run")]
 
 
+@pytest.mark.slow
 def test_a_resume_with_another_valid_file_or_select_metric_is_refused_or_says_what_changed(tiny_bert, tmp_path, capsys):
     """--valid (its path and what was read from it) and --select-metric choose the kept weights: a resume with
     others is refused naming them, and --accept-changes says what changed (was: epochs scored on two sets, the best

@@ -22,6 +22,7 @@ def tokenized_speeches():
     return tokenizer, [(row, tokenizer.content_ids(row["text"])) for row in speeches()]
 
 
+@pytest.mark.slow
 def test_text_chunks_are_the_speech_cut_at_spaces_into_510_pieces_at_most(tokenized_speeches):
     tokenizer, rows = tokenized_speeches
     assert max(len(pieces) for _, pieces in rows) > 4 * 510   # several chunks for the longest speeches
@@ -116,6 +117,7 @@ def verdict(difference, error):
     return "ahead" if difference > 2 * error else "behind" if difference < -2 * error else "within"
 
 
+@pytest.mark.slow
 def test_cause_table_puts_the_long_model_beside_its_truncated_reading_and_the_512_models():
     data = four_models()
     assert report.short_partner(data, "1536") == "512"

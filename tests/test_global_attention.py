@@ -168,6 +168,7 @@ def test_model_input_changes_the_output_and_full_attention_reads_it_as_padding(c
     np.testing.assert_allclose(np.asarray(full(inputs))[real], expected[real], atol=TOL)
 
 
+@pytest.mark.slow
 def test_model_with_global_mask_trains_under_xla_and_round_trips(config_path, tmp_path):
     model = global_model(config_path, recompute=True)
     inputs = model_inputs()

@@ -176,6 +176,7 @@ def _write(path, lines):
     return str(path)
 
 
+@pytest.mark.slow
 def test_finetune_and_predict_by_length_give_the_numbers_of_padding_to_seq_len(tiny_bert, tmp_path, capsys,
                                                                                monkeypatch):
     """Documents of 7-9 content tokens (9-11 with [CLS]/[SEP]: one bucket, 12, at --seq-len 16), so both runs read

@@ -80,6 +80,7 @@ def test_verdicts_find_a_model_that_copies_from_far_back_and_not_one_that_does_n
     assert rows["better/long"]["gain"]["none"][0] > 0.1   # ... though it gains on every class
 
 
+@pytest.mark.slow
 def test_quick_run_writes_records_the_verdicts_read(tmp_path):
     out = tmp_path / "long_reading.json"
     done = subprocess.run([sys.executable, "-m", "studies.long_reading", "--quick", "--out", str(out)], cwd=ROOT,

@@ -65,6 +65,7 @@ def reference(model, ids, mask, global_mask=None):
     return out
 
 
+@pytest.mark.slow
 def test_mlm_logits_and_hidden_states_equal_transformers(folders):
     folder, torch_model = folders["mlm"]
     ids, mask, global_mask = batch()
@@ -132,6 +133,7 @@ def test_sequence_classification_folder_loads_its_encoder(tmp_path):
     np.testing.assert_allclose(hidden, expected, atol=TOL, rtol=0)
 
 
+@pytest.mark.slow
 def test_save_back_to_a_folder_transformers_loads(folders, tmp_path):
     import keras
 

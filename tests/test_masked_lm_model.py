@@ -75,6 +75,7 @@ def test_builder_returns_masked_lm_model_only_for_a_lone_full_mlm_output(tiny_be
         assert not isinstance(build_transformer_model(config, checkpoint, **kwargs), MaskedLMModel), kwargs
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("loss", ["sparse_categorical_crossentropy",
                                   keras.losses.SparseCategoricalCrossentropy(reduction="sum"),
                                   keras.losses.SparseCategoricalCrossentropy(reduction="mean_with_sample_weight")])
@@ -93,6 +94,7 @@ def test_weighted_rows_step_equals_keras_step(tiny_bert, rng, loss, weighted, ji
                                reference.evaluate(x, y, sample_weight=w, verbose=0), rtol=1e-5)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("weighted", [20, 70])
 def test_xla_step_equals_keras_step(tiny_bert, rng, weighted):
     test_weighted_rows_step_equals_keras_step(tiny_bert, rng, "sparse_categorical_crossentropy", weighted, True)
@@ -114,6 +116,7 @@ def test_the_head_runs_on_the_chunks_that_hold_weighted_rows(tiny_bert, rng, wei
     assert seen[-1] == (3, 40, 16)  # predict: probabilities at every position
 
 
+@pytest.mark.slow
 def test_weighted_metrics_match_and_fit_on_a_dataset(tiny_bert, rng):
     import tensorflow as tf
 
@@ -129,6 +132,7 @@ def test_weighted_metrics_match_and_fit_on_a_dataset(tiny_bert, rng):
         np.testing.assert_allclose(histories[0][key], histories[1][key], rtol=1e-5)
 
 
+@pytest.mark.slow
 def test_no_weighted_position_gives_zero_loss_and_no_update(tiny_bert, rng):
     fast, reference = pair(tiny_bert)
     for model in (fast, reference):
@@ -141,6 +145,7 @@ def test_no_weighted_position_gives_zero_loss_and_no_update(tiny_bert, rng):
         np.testing.assert_array_equal(a, b)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("compile_kwargs, weights, on_rows", [
     ({"metrics": ["sparse_categorical_accuracy"]}, True, False),  # unweighted metrics see every position
     ({"loss_weights": 0.5}, True, False),
@@ -176,6 +181,7 @@ def test_other_losses_and_the_switches(tiny_bert):
             fast.head_chunks = bad
 
 
+@pytest.mark.slow
 def test_keras_round_trip_keeps_the_class_compilation_and_step(tiny_bert, rng, tmp_path):
     fast, reference = pair(tiny_bert)
     for model in (fast, reference):
@@ -215,6 +221,7 @@ MIRRORED = textwrap.dedent("""
 """)
 
 
+@pytest.mark.slow
 def test_mirrored_strategy_losses_match(tiny_bert):
     config, checkpoint, _ = tiny_bert
     result = subprocess.run([sys.executable, "-c", MIRRORED, config, checkpoint], capture_output=True, text=True,

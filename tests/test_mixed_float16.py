@@ -47,6 +47,7 @@ def restore_policy():
     keras.config.set_dtype_policy("float32")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", list(KERNELS))
 def test_mixed_float16_trains_with_padding(name, config_path):
     keras.utils.set_random_seed(0)

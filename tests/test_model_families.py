@@ -96,6 +96,7 @@ def test_rotary_composes_with_chunked_attention(checkpoints, models, rng):
         np.testing.assert_allclose(a, b, atol=1e-5)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ["nezha", "roformer"])
 def test_xla_forward_at_lengths_beyond_the_config_matches_eager(models, rng, name):
     """(One XLA training step per family: tests/test_family_suite.py.)"""

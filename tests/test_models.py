@@ -99,6 +99,7 @@ def test_layer_configs_round_trip(full_bert):
             assert clone.get_config() == layer.get_config(), layer.name
 
 
+@pytest.mark.slow
 def test_tf_function_xla_and_variable_lengths(full_bert, rng):
     @tf.function(jit_compile=True, reduce_retracing=True)
     def forward(tokens, segments):
@@ -112,6 +113,7 @@ def test_tf_function_xla_and_variable_lengths(full_bert, rng):
         np.testing.assert_allclose(mlm.numpy(), eager[1].numpy(), atol=1e-5)
 
 
+@pytest.mark.slow
 def test_training_step_in_xla_lowers_loss(tiny_bert, rng):
     config_path, checkpoint_path, _ = tiny_bert
     model = build_transformer_model(config_path, checkpoint_path, with_mlm=True, hierarchical_position=True)

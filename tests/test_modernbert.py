@@ -156,6 +156,7 @@ def test_save_back_to_a_folder_transformers_loads(mlm_folder, tmp_path):
         assert json.load(f)["layer_types"] == ["full_attention", "sliding_attention", "full_attention"]
 
 
+@pytest.mark.slow
 def test_saved_model_export_and_attention_config(mlm_folder, tmp_path):
     """(The .keras round trip of this family: tests/test_family_suite.py.)"""
     import tensorflow as tf

@@ -79,6 +79,7 @@ def _finetune(checkpoint, train, out, *extra):
             "--batch-size", "2", "--no-xla", "--quiet", "--out", str(out), *extra]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("threshold, pooling", [("global", "cls"), ("per-label", "chunks")])
 def test_finetune_predict_and_export_agree(tiny_bert, tmp_path, threshold, pooling, capsys):
     tf = pytest.importorskip("tensorflow")
@@ -118,6 +119,7 @@ def test_finetune_predict_and_export_agree(tiny_bert, tmp_path, threshold, pooli
     assert result["label_names"].numpy()[0].astype(str).tolist() == labels
 
 
+@pytest.mark.slow
 def test_raw_text_export_gives_predicts_sets(tiny_bert, tmp_path):
     tf = pytest.importorskip("tensorflow")
     train = _write(tmp_path / "train.jsonl", _documents(2, 6))
@@ -182,6 +184,7 @@ def test_a_list_as_a_classify_label_points_to_multilabel(tiny_bert, tmp_path, ca
     assert len(err.strip().splitlines()) == 1 and not (tmp_path / "run").exists()
 
 
+@pytest.mark.slow
 def test_integer_labels_are_predicted_as_integers_and_scored_by_name(tiny_bert, tmp_path):
     """Labels written as JSON integers come back from predict as integers, beside the input's own ``labels``;
     the scores are scikit-learn's on the same sets."""

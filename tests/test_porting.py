@@ -138,6 +138,7 @@ def peer(tmp_path_factory):
             "sp_model": sp_model, "texts": texts, "pieces": pieces, "tokens": tokens}
 
 
+@pytest.mark.slow
 @needs_bert4keras
 @pytest.mark.parametrize("name", list(NORMS))
 def test_layer_normalization_matches_bert4keras(peer, name):
@@ -152,6 +153,7 @@ def test_layer_normalization_matches_bert4keras(peer, name):
     assert np.isfinite(ours).all()
 
 
+@pytest.mark.slow
 def test_layer_normalization_serializes_and_runs_in_graph(tmp_path):
     x_in, cond_in = keras.Input((None, 8)), keras.Input((6,))
     norm = LayerNormalization(conditional=True, hidden_units=4, hidden_activation="tanh", epsilon=1e-6, name="cln")
@@ -218,6 +220,7 @@ def test_loss_layer_sees_integer_inputs_as_floats():
     assert losses[-1] < losses[0]
 
 
+@pytest.mark.slow
 @needs_bert4keras
 def test_sptokenizer_matches_bert4keras(peer):
     tok = SpTokenizer(peer["sp_model"])
@@ -266,6 +269,7 @@ print(sorted(m for m in sys.modules if m.startswith("bert4long")))
 """
 
 
+@pytest.mark.slow
 def test_model_saved_after_training_imports_loads_after_import_bert4long(tiny_bert, tmp_path):
     """A classifier built and compiled by `bert4long.training` (chunk pooling, a chunked
     attention kernel, AdamW with its schedule) loads in a fresh process that ran

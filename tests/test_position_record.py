@@ -33,6 +33,7 @@ def pretrained(tiny_bert, tmp_path_factory):
     return root
 
 
+@pytest.mark.slow
 def test_pretrain_records_the_extension_and_the_builder_restores_it(pretrained):
     run = pretrained / "run"
     config = json.loads((run / "bert_config.json").read_text())
@@ -55,6 +56,7 @@ def test_pretrain_records_the_extension_and_the_builder_restores_it(pretrained):
     assert mine.alpha == 0.4
 
 
+@pytest.mark.slow
 def test_every_command_reads_the_recorded_extension(pretrained, capsys):
     """finetune from the pretrained run, evaluate, info and export with no position option; a different one is
     an error naming both and the fix, and --override-position-extension builds with it."""
@@ -93,6 +95,7 @@ def test_every_command_reads_the_recorded_extension(pretrained, capsys):
     assert "sequence_output" in capsys.readouterr().out
 
 
+@pytest.mark.slow
 def test_extend_records_a_materialized_table(tiny_bert, pretrained, tmp_path, capsys):
     """`extend` writes rows, so a loader applies nothing more; extending a checkpoint trained with another
     extension is refused (its alpha is the default)."""
@@ -114,6 +117,7 @@ def test_extend_records_a_materialized_table(tiny_bert, pretrained, tmp_path, ca
     assert json.loads((tmp_path / "stretched" / "bert_config.json").read_text())[RECORD_KEY]["alpha"] == 0.3
 
 
+@pytest.mark.slow
 def test_other_readers_ignore_the_record(pretrained):
     """Google's BertConfig.from_dict sets every key as an attribute (google-research/bert modeling.py); the
     keys its BertModel reads keep their meaning. transformers' BertConfig keeps the extra key and builds."""

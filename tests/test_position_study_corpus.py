@@ -156,6 +156,7 @@ def test_alpha_ordering_on_the_second_corpus_is_set_against_wikipedias(tmp_path,
     assert line.split("; [MASK] positions only: ")[0].split("all predictions: ")[1].startswith(agreement), line
 
 
+@pytest.mark.slow
 def test_quick_run_on_the_speeches_writes_windows_records_and_the_table(tmp_path):
     """`--corpus speeches` end to end on a tiny random base: the windows' speeches recorded, each method's records
     kept beside the JSON, and the report's table made from them."""

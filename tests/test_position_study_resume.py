@@ -56,6 +56,7 @@ def runs(tmp_path_factory):
     return cut, resumed, uninterrupted, tmp
 
 
+@pytest.mark.slow
 def test_interrupted_turns_stop_at_the_turn(runs):
     cut, _, _, _ = runs
     for method in METHODS:
@@ -63,6 +64,7 @@ def test_interrupted_turns_stop_at_the_turn(runs):
         assert cut[method]["steps_done"] == 2 and not cut[method]["done"]
 
 
+@pytest.mark.slow
 def test_lost_state_is_trained_again_keeping_the_curve(runs):
     _, resumed, uninterrupted, _ = runs
     for method in METHODS:
@@ -71,6 +73,7 @@ def test_lost_state_is_trained_again_keeping_the_curve(runs):
         assert [(s["from_step"], s["to_step"]) for s in uninterrupted[method]["segments"]][-1] == (0, 4)
 
 
+@pytest.mark.slow
 def test_resumed_run_ends_with_the_uninterrupted_numbers(runs):
     _, resumed, uninterrupted, _ = runs
     for method in METHODS:
@@ -186,6 +189,7 @@ def test_finetune_claim_decides_only_beyond_two_standard_errors(longer, verdict)
     assert "512's 0.600 ± 0.020 (3 seeds)" in line
 
 
+@pytest.mark.slow
 def test_export_writes_folders_that_read_like_the_trained_models(runs, tmp_path):
     """`--stage export` turns each finished method's last state into a checkpoint folder: built from that folder
     alone (its config restores the position extension), the model gives the trained model's MLM outputs."""

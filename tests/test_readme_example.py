@@ -7,6 +7,7 @@ import json
 import pathlib
 import re
 
+import pytest
 from data_packages import require
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
@@ -44,6 +45,7 @@ def test_the_test_command_installs_every_package_a_test_skips_without():
     assert named <= installed, f"skipped without, installed by no step of the test command: {named - installed}"
 
 
+@pytest.mark.slow
 def test_the_python_example_runs_as_written(capsys):
     from bert4long import pretrained
     from bert4long.tokenizers import load_tokenizer

@@ -52,6 +52,7 @@ def reference_weights():
     return google_weights_from_safetensors()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("length,hierarchical", [(128, None), (1024, 0.4)])
 def test_minilm_matches_numpy_reference(reference_weights, length, hierarchical):
     rng = np.random.default_rng(length)
@@ -65,6 +66,7 @@ def test_minilm_matches_numpy_reference(reference_weights, length, hierarchical)
     assert error < ATOL, error
 
 
+@pytest.mark.slow
 def test_huggingface_folder_and_converted_google_checkpoint_agree(tmp_path):
     config_path, prefix = convert_huggingface_folder(FOLDER, str(tmp_path))
     assert os.path.isfile(tmp_path / "vocab.txt")

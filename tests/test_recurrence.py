@@ -45,6 +45,7 @@ def test_memory_carries_context_and_first_segment_is_local(encoder, rng):
                                atol=1e-6)
 
 
+@pytest.mark.slow
 def test_cache_is_detached_and_layer_trains(encoder, rng):
     xl = SegmentRecurrentEncoder(encoder, segment_length=8)
     tokens = np.full((1, 16), 9, "int32")

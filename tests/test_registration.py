@@ -44,6 +44,7 @@ def test_import_bert4long_starts_nothing_and_changes_nothing_outside_it():
     assert run_python(check).stdout.split() == ["False", "False", "True", "True"]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("registers", ["bert4long.register_keras_classes()", "bert4long.build_transformer_model"])
 def test_registering_runs_every_module_that_registers_a_class(registers):
     modules = registering_modules()
@@ -53,6 +54,7 @@ def test_registering_runs_every_module_that_registers_a_class(registers):
     assert missing == [], f"not imported: {missing}: add them to bert4long/__init__.py's _REGISTERING"
 
 
+@pytest.mark.slow
 def test_a_saved_model_loads_in_a_fresh_process_after_registering(tiny_bert, tmp_path):
     """Hierarchical positions, the MLM head and a Longformer-style kernel: classes from several modules."""
     from bert4long.models import build_transformer_model
@@ -75,6 +77,7 @@ def test_the_tokenizers_and_the_command_line_parser_do_not_start_tensorflow():
     assert help_run.returncode == 0 and "--corpus" in help_run.stdout and help_run.stderr == ""
 
 
+@pytest.mark.slow
 def test_the_command_starts_tensorflow_quietly_unless_verbose():
     from bert4long.pretrained import path
 

@@ -126,6 +126,7 @@ def huggingface_folder(tmp_path_factory):
 EXPECTED = {"google_layout": {"config": 1, "checkpoint": 1}, "huggingface_folder": {"config": 1, "checkpoint": 1}}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("layout", sorted(EXPECTED))
 def test_pretrain_reads_the_config_once_and_opens_the_checkpoint_once(layout, request, tmp_path, capsys):
     source = request.getfixturevalue(layout)
@@ -173,7 +174,7 @@ if __name__ == "__main__":
     measure(tempfile.mkdtemp())
 
 
-@pytest.mark.parametrize("command", ["evaluate", "info", "predict", "export"])
+@pytest.mark.parametrize("command", ["evaluate", "info", "predict", pytest.param("export", marks=pytest.mark.slow)])
 def test_other_commands_read_the_config_once_and_open_the_checkpoint_once(command, google_layout, tmp_path, capsys):
     """Before (main 0adf7f1): evaluate config 4 / checkpoint 2, info 2 / 2, predict 3 / 3, export 4 / 2."""
     documents = tmp_path / "documents.jsonl"

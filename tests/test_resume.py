@@ -52,6 +52,7 @@ def _run(args, **kwargs):
                             text=True, **kwargs)
 
 
+@pytest.mark.slow
 def test_kill_and_resume_matches_uninterrupted_run(tmp_path):
     """Data order, masks, dropout steps and optimizer state are all restored: exact same weights."""
     from bert4long.testing import write_tiny_checkpoint
@@ -88,6 +89,7 @@ def compiled(tiny_bert):
     return model
 
 
+@pytest.mark.slow
 def test_resume_with_other_config_is_refused(compiled, tmp_path):
     data = lambda s: mlm_batches(SEQS, MASKER, 4, start_step=s)  # noqa: E731
     fit_resumable(compiled, data, 2, str(tmp_path), {"hidden_size": 16}, save_every=2, verbose=0, tensorboard=False)
@@ -95,6 +97,7 @@ def test_resume_with_other_config_is_refused(compiled, tmp_path):
         fit_resumable(compiled, data, 4, str(tmp_path), {"hidden_size": 32}, save_every=2, verbose=0)
 
 
+@pytest.mark.slow
 def test_resume_into_a_model_with_other_variables_is_refused(compiled, tiny_bert, tmp_path):
     data = lambda s: mlm_batches(SEQS, MASKER, 4, start_step=s)  # noqa: E731
     fit_resumable(compiled, data, 2, str(tmp_path), {"model": "tiny"}, save_every=2, verbose=0, tensorboard=False)
@@ -126,6 +129,7 @@ def test_disk_full_keeps_previous_checkpoint(tmp_path, monkeypatch):
     assert run.restore(checkpoint) == 1 and int(step.numpy()) == 1
 
 
+@pytest.mark.slow
 def test_nan_loss_stops_and_keeps_last_good_checkpoint(compiled, tmp_path):
     data = lambda s: mlm_batches(SEQS, MASKER, 4, start_step=s)  # noqa: E731
     fit_resumable(compiled, data, 2, str(tmp_path), {}, save_every=2, verbose=0, tensorboard=False)
@@ -141,6 +145,7 @@ def test_nan_loss_stops_and_keeps_last_good_checkpoint(compiled, tmp_path):
     assert RunDirectory(str(tmp_path), {}).latest_step() == 2
 
 
+@pytest.mark.slow
 def test_model_only_restore_of_a_full_state_is_quiet(compiled, tiny_bert, tmp_path):
     """Restoring just the model (as an export does) reads its trained weights and leaves the saved optimizer
     values unread without TensorFlow's 'Value in checkpoint could not be found' warnings (logged when the
@@ -166,6 +171,7 @@ def test_model_only_restore_of_a_full_state_is_quiet(compiled, tiny_bert, tmp_pa
     assert not [m for m in messages if "could not be found" in m], messages[:3]
 
 
+@pytest.mark.slow
 def test_the_custom_loop_checkpoints_every_interval_and_resumes(compiled, tmp_path, monkeypatch, capsys):
     """`fit_resumable`'s `fit_distributed` path (MultiWorkerMirroredStrategy's; forced here on one device) saves at
     every --save-every interval and resumes from the last; the one-fit path counts the same steps."""

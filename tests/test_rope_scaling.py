@@ -95,7 +95,8 @@ def test_frequencies_equal_transformers(scaling, dim):
     assert np.abs(np.asarray(ours) / unscaled - 1).max() > 0.1   # the scaling moves them
 
 
-@pytest.mark.parametrize("kind", sorted(FOLDERS))
+@pytest.mark.parametrize("kind", [pytest.param(kind, marks=pytest.mark.slow) if kind == "dynamic" else kind
+                                  for kind in sorted(FOLDERS)])   # dynamic: 3 lengths
 def test_scaled_folders_equal_transformers(tmp_path, kind):
     """Each layer type's ``rope_parameters`` load; outputs equal transformers' beyond (and below) the trained length."""
     rope_parameters, max_position, lengths = FOLDERS[kind]

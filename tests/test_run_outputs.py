@@ -28,6 +28,7 @@ def finetuned(tiny_bert, tmp_path_factory):
     return root / "run"
 
 
+@pytest.mark.slow
 def test_final_model_holds_the_weights_only_and_one_state_is_kept(finetuned):
     import h5py
     import keras
@@ -42,6 +43,7 @@ def test_final_model_holds_the_weights_only_and_one_state_is_kept(finetuned):
     assert sorted(os.listdir(finetuned / "checkpoints")) == ["latest", "step-000000004"]
 
 
+@pytest.mark.slow
 def test_progress_is_plain_lines_when_stdout_is_not_a_terminal(compiled_mlm, finetuned, tmp_path, capsys,
                                                                  monkeypatch):
     """Keras's bar redraws with \\b, \\r and colour codes even into a file; `fit_resumable` and `predict` write
@@ -89,6 +91,7 @@ except Exception as error:
 """
 
 
+@pytest.mark.slow
 def test_loading_without_bert4long_fails_short_and_names_it(finetuned):
     """A clean interpreter that did not register bert4long's classes: Keras stops at the first bert4long class and
     prints its config. The final model is a plain functional model, so that class is a layer (about 1 kB), not the

@@ -60,6 +60,7 @@ def test_xla_fit_evaluate_predict_refuse(encoder, what, x, _, message):
             run()
 
 
+@pytest.mark.slow
 def test_xla_steps_still_run_and_agree(encoder):
     """The checked path reaches Keras's compiled step: XLA predict equals the eager call, fit trains."""
     x = [GOOD, np.zeros_like(GOOD)]
@@ -134,6 +135,7 @@ SERVE_WITHOUT_BERT4LONG = textwrap.dedent("""
 """)
 
 
+@pytest.mark.slow
 def test_saved_model_refuses_what_it_cannot_serve(tiny_bert, tmp_path):
     import json
 

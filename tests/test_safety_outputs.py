@@ -69,6 +69,7 @@ def test_export_extend_convert_pretrain_refuse_folders_they_did_not_make(model_d
     assert snapshot(tmp_path) == before
 
 
+@pytest.mark.slow
 def test_export_writes_a_marked_readable_folder_and_overwrites_only_with_overwrite(model_dir, tmp_path, capsys):
     ckpt = str(model_dir / "bert_model.ckpt")
     before = snapshot(model_dir)
@@ -195,6 +196,7 @@ def test_full_disk_keeps_every_previous_file_and_removes_temporaries(tmp_path, m
     assert path.read_text() == "old model" and sorted(os.listdir(tmp_path)) == ["ckpt", "model.keras", "run"]
 
 
+@pytest.mark.slow
 def test_a_full_disk_under_export_and_predict_is_one_line_naming_the_output(model_dir, tmp_path, capsys, monkeypatch):
     """export's SavedModel (TensorFlow's ResourceExhaustedError) and predict's --output (ENOSPC while it is written)
     say it as pretrain and finetune do, leaving no half-written output or temporary behind (was: a traceback)."""

@@ -40,6 +40,7 @@ def _one_line_error(capsys):
     return err
 
 
+@pytest.mark.slow
 def test_a_failing_overwrite_leaves_the_earlier_run_as_it_was(tiny_bert, corpus, tmp_path, capsys):
     """A bad corpus file or a wrong --model fails before anything in --out is moved or deleted."""
     run = tmp_path / "run"
@@ -58,6 +59,7 @@ def test_a_failing_overwrite_leaves_the_earlier_run_as_it_was(tiny_bert, corpus,
     assert json.loads((run / MARKER).read_text())["files"]
 
 
+@pytest.mark.slow
 def test_user_files_at_any_depth_are_refused_by_name_and_kept(tiny_bert, corpus, tmp_path, capsys):
     """Files added to a finished run (top level, in logs/, in checkpoints/), also across a resume, block
     --overwrite; the message names them, and nothing is changed."""
@@ -81,6 +83,7 @@ def test_user_files_at_any_depth_are_refused_by_name_and_kept(tiny_bert, corpus,
     assert "resumed" not in capsys.readouterr().out   # started over
 
 
+@pytest.mark.slow
 def test_overwrite_after_kill_9_refuses_files_added_since_and_replaces_the_rest(tiny_bert, corpus, tmp_path, capsys):
     run = tmp_path / "run"
     command = [sys.executable, "-m", "bert4long_command", *_pretrain(tiny_bert, corpus, run, steps=400)]
@@ -101,6 +104,7 @@ def test_overwrite_after_kill_9_refuses_files_added_since_and_replaces_the_rest(
     assert main(_pretrain(tiny_bert, corpus, run, "--overwrite")) == 0, capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_export_may_not_write_into_or_over_the_run_it_reads(tiny_bert, corpus, tmp_path, capsys):
     run = tmp_path / "run"
     config, checkpoint, vocab = tiny_bert
@@ -118,6 +122,7 @@ def test_export_may_not_write_into_or_over_the_run_it_reads(tiny_bert, corpus, t
         assert snapshot(run) == finished
 
 
+@pytest.mark.slow
 def test_an_input_reached_through_a_link_inside_out_is_an_input(tiny_bert, corpus, tmp_path, capsys):
     run = tmp_path / "run"
     assert main(_pretrain(tiny_bert, corpus, run)) == 0

@@ -77,6 +77,7 @@ def _only(found, names):
     return {name: found.get(name) for name in names}
 
 
+@pytest.mark.slow
 def test_the_demo_and_a_pretrain_run_never_take_each_others_folder(tiny_bert, corpus, run, tmp_path, capsys):
     demo = tmp_path / "demo"
     assert main(_demo(tiny_bert, corpus, demo)) == 0, capsys.readouterr().err
@@ -104,6 +105,7 @@ LOOKALIKES = ["draft.tmp-3.md", "results.tmp-2024.csv", "model.keras.tmp-999.ker
               os.path.join("checkpoints", "step-000000001", "mine.txt")]   # in a state the resume prunes
 
 
+@pytest.mark.slow
 def test_names_that_look_like_bert4longs_are_the_users(tiny_bert, corpus, run, tmp_path, capsys):
     """A plain resume leaves files (and links) named like temporaries or training states alone, and keeps a state
     holding a file of the user's; --overwrite refuses, naming them."""
@@ -151,6 +153,7 @@ with output.writing(), contextlib.ExitStack() as stack:
 """
 
 
+@pytest.mark.slow
 def test_only_the_temporaries_a_killed_run_recorded_go(tiny_bert, corpus, run, tmp_path, capsys):
     """The next start removes what the killed run recorded, while it is still what it created: not a user's file
     put in its place, not a link, and nothing a damaged marker names outside the folder."""
@@ -187,6 +190,7 @@ def test_only_the_temporaries_a_killed_run_recorded_go(tiny_bert, corpus, run, t
     assert snapshot(run) == before and snapshot(outside) == theirs
 
 
+@pytest.mark.slow
 def test_a_temporary_is_a_new_file_never_an_existing_name(tiny_bert, tmp_path, capsys):
     """predict --output and atomic_write leave a file or link at the old temporary name (NAME.tmp-PID) alone; the
     file renamed into place has open()'s permissions (the corpus cache's too, not mkstemp's 0o600)."""
@@ -213,6 +217,7 @@ def test_a_temporary_is_a_new_file_never_an_existing_name(tiny_bert, tmp_path, c
     assert os.listdir(cache.parent) == ["corpus-x.npz"]
 
 
+@pytest.mark.slow
 def test_a_users_event_files_in_logs_are_theirs(tiny_bert, corpus, run, capsys):
     """The event files bert4long's writer made are recorded by name and replaced by --overwrite; a user's are
     refused, named, and kept."""

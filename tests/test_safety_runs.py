@@ -86,6 +86,7 @@ def test_a_second_run_on_the_same_out_is_refused_and_a_stale_lock_is_taken_over(
     assert "Taking over the lock" in capsys.readouterr().out and not (out / LOCK_NAME).exists()
 
 
+@pytest.mark.slow
 def test_changed_settings_are_refused_listed_and_accepted_on_request_and_steps_can_be_raised(tiny_bert, corpus,
                                                                                               tmp_path, capsys):
     config, checkpoint, _ = tiny_bert
@@ -131,6 +132,7 @@ class _CtrlC(keras.callbacks.Callback):
             os.kill(os.getpid(), signal.SIGINT)
 
 
+@pytest.mark.slow
 def test_ctrl_c_saves_the_state_after_the_current_step(tiny_bert, tmp_path):
     straight = _model(tiny_bert)
     fit_resumable(straight, _data, 4, str(tmp_path / "a"), {}, save_every=2, verbose=0, tensorboard=False)
@@ -152,6 +154,7 @@ def test_ctrl_c_saves_the_state_after_the_current_step(tiny_bert, tmp_path):
         np.testing.assert_allclose(a.get_tensor(name), b.get_tensor(name), rtol=0, atol=1e-6, err_msg=name)
 
 
+@pytest.mark.slow
 def test_sigterm_saves_a_checkpoint_and_exits_143_with_one_line(tiny_bert, corpus, tmp_path):
     config, checkpoint, _ = tiny_bert
     command = [sys.executable, "-m", "bert4long.cli", "pretrain", "--config", config, "--checkpoint", checkpoint,
@@ -183,6 +186,7 @@ def test_sigterm_outside_training_stops_cleanly():
     assert caught.value.exit_code == 143 and signal.getsignal(signal.SIGTERM) is previous
 
 
+@pytest.mark.slow
 def test_a_resume_refuses_fewer_steps_and_changed_training_settings_without_advising_deletion(tiny_bert, corpus,
                                                                                                tmp_path, capsys):
     config, checkpoint, _ = tiny_bert

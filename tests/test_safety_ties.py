@@ -55,6 +55,7 @@ def classifier_run(tiny_bert, tmp_path_factory):
     return str(run)
 
 
+@pytest.mark.slow
 def test_a_tie_is_no_improvement_so_a_plateau_stops_early_and_the_first_of_equals_is_kept(tiny_bert, tmp_path,
                                                                                           capsys, monkeypatch):
     """Every epoch scores the same: epoch 1 stays the best, --early-stopping 2 stops after epoch 3 (was: each tie
@@ -82,6 +83,7 @@ def test_a_tie_is_no_improvement_so_a_plateau_stops_early_and_the_first_of_equal
     assert "(an equal score is no improvement)" in help_text and "the first of epochs with equal scores" in help_text
 
 
+@pytest.mark.slow
 def test_predict_answers_every_document_one_with_no_text_included(classifier_run, tiny_bert, tmp_path, capsys):
     given = [{"text": "w1 w2", "label": "a"}, {"text": "", "label": "b"}, {"text": "   ", "label": "a"},
              {"text": "w5", "label": "b"}]
@@ -130,6 +132,7 @@ def test_predict_answers_every_document_one_with_no_text_included(classifier_run
     assert f"{run / 'finetune.json'} lists 3 labels" in err
 
 
+@pytest.mark.slow
 def test_one_class_training_data_is_refused_up_front_unless_allowed(tiny_bert, tmp_path, capsys):
     checkpoint = tiny_bert[1]
     one = _write(tmp_path / "one.jsonl", [{"text": f"w{i} w3", "label": "a"} for i in range(4)])
@@ -254,6 +257,7 @@ def test_text_inputs_that_are_not_utf8_are_refused_naming_the_option_file_and_li
     assert read_labels(str(bom)) == ["a", "b"]   # was: "\ufeffa", then "unknown label 'a'"
 
 
+@pytest.mark.slow
 def test_what_an_attacker_tries_next_holds(tiny_bert, tmp_path, capsys):
     """A line that is no JSON object, integer labels (the same class as their strings), a training file with no
     text or no tags, and a damaged metrics.json on resume: one line each, or a run that counts every line."""

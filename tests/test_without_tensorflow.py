@@ -117,6 +117,7 @@ def run_child(*argv):
                           text=True)
 
 
+@pytest.mark.slow
 def test_huggingface_folders_run_on_jax_without_tensorflow(tiny_family, tiny_bert, tmp_path):
     pytest.importorskip("jax", reason="jax is not installed: the JAX backend cannot run")
     tiny = {name: tiny_family(name) for name in LENGTHS}
@@ -141,6 +142,7 @@ def test_huggingface_folders_run_on_jax_without_tensorflow(tiny_family, tiny_ber
                                            "tf.train checkpoints: it needs KERAS_BACKEND=tensorflow"), messages["pretrain"]
 
 
+@pytest.mark.slow
 def test_the_package_builds_without_tensorflow(tiny_family):
     """``from bert4long import build_transformer_model`` (which registers every Keras class first) on JAX."""
     pytest.importorskip("jax", reason="jax is not installed: the JAX backend cannot run")
@@ -156,6 +158,7 @@ if __name__ == "__main__":
     child(*sys.argv[1:])
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("backend", ["jax", "torch"])
 def test_a_backend_that_is_not_installed_is_named_in_one_line(tiny_bert, tmp_path, backend):
     """``KERAS_BACKEND=jax`` (or torch) where its package does not import (``sys.modules[name] = None``, as on a
