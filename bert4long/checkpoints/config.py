@@ -7,6 +7,8 @@ import json
 import math
 import os
 
+from bert4long.checkpoints.json_values import integer_problem
+from bert4long.checkpoints.position_record import RECORD_KEY, check_record
 from bert4long.families import CONFIG_KEYS, CONFIG_RENAMES
 
 
@@ -37,22 +39,6 @@ def to_google_config(config):
             if ours in config or default is not None}
 
 
-def trained_positions(config):
-    """The number of trained positions a Google or Hugging Face config dict gives (None if it says nothing).
-
-    Example:
-    >>> from bert4long.checkpoints.config import trained_positions
-    >>> trained_positions({"model_type": "roberta", "max_position_embeddings": 514, "pad_token_id": 1})
-    512
-    """
-    if "model_type" in config:  # a Hugging Face config.json: its family's table says where positions start
-        from bert4long.families import family_of_model_type
-
-        family = family_of_model_type(config["model_type"])
-        return family.trained_positions(config) if family else config.get("max_position_embeddings")
-    return config.get("max_position_embeddings", config.get("max_position"))
-
-
 # Keys (any naming: Google, Hugging Face, bert4long; every integer key of the families' key tables and builders)
 # and what their values must be.
 POSITIVE_INTS = ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size",
@@ -64,23 +50,6 @@ POSITIVE_FLOATS = ("layer_norm_eps", "layer_norm_epsilon", "norm_eps", "initiali
 RATES = ("hidden_dropout_prob", "attention_probs_dropout_prob", "dropout_rate", "attention_dropout_rate")
 # The feed-forward activation, under Google's and Hugging Face's name (BERT's) and ModernBERT's.
 ACTIVATION_KEYS = ("hidden_act", "hidden_activation")
-# The position extension a checkpoint was trained with (`bert4long.checkpoints.position_record`: its format and its check).
-RECORD_KEY = "bert4long_position_extension"
-
-
-def integer_problem(value, least):
-    """What is wrong with ``value`` for a JSON integer of at least ``least`` (None if nothing): ``2.0``, ``"2"`` and
-    ``true`` are not integers, and the message says how the value was written.
-
-    >>> integer_problem(2, 1), integer_problem(2.0, 1)
-    (None, 'must be a whole number >= 1 (an integer: 2, not 2.0)')
-    """
-    if isinstance(value, int) and not isinstance(value, bool) and value >= least:
-        return None
-    written = (" (a number, not a string)" if isinstance(value, str) else
-               f" (a number, not {str(value).lower()})" if isinstance(value, bool) else
-               f" (an integer: {int(value)}, not {value})" if isinstance(value, float) and value.is_integer() else "")
-    return f"must be a whole number >= {least}{written}"
 
 
 def _bad_value(key, value):
@@ -129,8 +98,6 @@ def validate_config(config, source):
         raise ValueError(f"Config file {source!r}: num_attention_heads = {heads} does not divide hidden_size = "
                          f"{hidden} (each head gets hidden_size / num_attention_heads dimensions). Fix one of them.")
     if config.get(RECORD_KEY) is not None:
-        from bert4long.checkpoints.position_record import check_record
-
         check_record(config, source)
     return config
 

@@ -18,15 +18,34 @@ swallows unknown ones in ``**kwargs`` (the key is not its ``hierarchical_positio
 silently switched on: pass it the recorded alpha yourself); transformers' ``PretrainedConfig`` keeps unknown
 keys as attributes.
 """
-from bert4long.checkpoints.config import RECORD_KEY, integer_problem, trained_positions
+from bert4long.checkpoints.json_values import integer_problem
 from bert4long.layers.position_extension import EXTENSION_METHODS, PositionExtension, validate_alpha
 from bert4long.position_alpha import ALPHA_RANGE, DEFAULT_ALPHA, alpha_problem
 
+# The config key that holds the record.
+RECORD_KEY = "bert4long_position_extension"
 # build_transformer_model's position keywords (None: not given)
 POSITION_OPTIONS = ("hierarchical_position", "position_extension", "position_extension_length")
 # The keys `position_record` writes, and a record as it writes one (for messages).
 RECORD_KEYS = ("method", "alpha", "length", "trained_positions", "materialized")
 EXAMPLE_RECORD = f'{{"method": "hierarchical", "alpha": {DEFAULT_ALPHA}, "trained_positions": 512}}'
+
+
+
+def trained_positions(config):
+    """The number of trained positions a Google or Hugging Face config dict gives (None if it says nothing).
+
+    Example:
+    >>> from bert4long.checkpoints.position_record import trained_positions
+    >>> trained_positions({"model_type": "roberta", "max_position_embeddings": 514, "pad_token_id": 1})
+    512
+    """
+    if "model_type" in config:  # a Hugging Face config.json: its family's table says where positions start
+        from bert4long.families import family_of_model_type
+
+        family = family_of_model_type(config["model_type"])
+        return family.trained_positions(config) if family else config.get("max_position_embeddings")
+    return config.get("max_position_embeddings", config.get("max_position"))
 
 
 def position_record(extension, trained_positions, materialized=False):

@@ -19,10 +19,10 @@ import functools
 import os
 from dataclasses import dataclass, replace
 
-from bert4long.checkpoints.config import from_google_config, read_config, trained_positions
+from bert4long.checkpoints.config import from_google_config, read_config
 from bert4long.checkpoints.huggingface import config_family, is_huggingface_folder
 from bert4long.checkpoints.layout import BESIDE_CHECKPOINT, open_checkpoint
-from bert4long.checkpoints.position_record import recorded_extension, restore_position_options
+from bert4long.checkpoints.position_record import recorded_extension, restore_position_options, trained_positions
 from bert4long.families import family as family_named
 
 # The word-embedding tables whose rows are a Google-layout checkpoint's vocabulary size.

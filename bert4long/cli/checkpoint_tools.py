@@ -170,7 +170,7 @@ def _print_google_lines(args, source, config):
     """Lengths, heads, tokenizer and attention fit of a checkpoint read under Google names."""
     import numpy as np
 
-    from bert4long.checkpoints.config import trained_positions
+    from bert4long.checkpoints.position_record import trained_positions
 
     reader = source.reader
     n = trained_positions(config)
