@@ -70,7 +70,7 @@ def served_labels(run, precision, texts, work):
 
 def classifier_row(run, work):
     """Macro-F1 and accuracy of ``run``'s classifier served in float32 and in bfloat16, on its validation file."""
-    from bert4long.cli.tasks import read_run_settings
+    from bert4long.cli.run_folder import read_run_settings
     from bert4long.training.metrics import classification_scores
 
     settings = read_run_settings(run, "a `bert4long finetune --task classify` run folder")

@@ -186,9 +186,10 @@ def last_epoch_labels(folder, valid, gold, macro_f1, truncate_to=None):
     checked: they must give the recorded last-epoch ``macro_f1``)."""
     import tensorflow as tf
 
-    from bert4long.cli.run_folder import load_final_model, save_final_model
+    from bert4long.cli.run_folder import load_final_model
     from bert4long.training import RunDirectory
     from bert4long.training.metrics import classification_scores
+    from bert4long.training.model_file import save_final_model
 
     settings = load_json(os.path.join(folder, "finetune.json"))
     model = load_final_model(os.path.join(folder, "classifier.keras"))

@@ -6,7 +6,7 @@ import keras
 import numpy as np
 import pytest
 
-from bert4long.cli import main, tasks
+from bert4long.cli import finetune, main
 from bert4long.training import make_optimizer
 from bert4long.training.finetune import balanced_class_weights, compile_finetune
 
@@ -108,4 +108,4 @@ def test_class_weights_large_enough_to_overflow_the_loss_are_named_as_its_likely
     assert err.rstrip().endswith("The likely cause is --class-weight: its weights reach 1e+39, and a loss weighed that "
                                  "heavily can overflow; give weights nearer 1 (such as --class-weight balanced) and run "
                                  "again (or lower --learning-rate)."), err
-    assert tasks._class_weight_cause(None) is None and tasks._class_weight_cause([1.0, 9.0]) is None
+    assert finetune._class_weight_cause(None) is None and finetune._class_weight_cause([1.0, 9.0]) is None

@@ -204,7 +204,8 @@ def test_export_run_serves_the_fine_tuned_classifier_on_raw_text(tiny_bert, tmp_
 def test_finetune_epochs_keep_the_best_epoch_and_stop_early(tiny_bert, tmp_path, capsys, monkeypatch):
     """--epochs counts passes over --train; the weights of the epoch with the best --select-metric are the final
     model (scores scripted here: epoch 1 is best), and --early-stopping 2 ends the run two epochs later."""
-    from bert4long.cli import main, tasks
+    from bert4long.cli import main
+    from bert4long.training.metrics_record import MetricsRecord
 
     _, checkpoint, _ = tiny_bert
     train = tmp_path / "train.jsonl"
@@ -217,7 +218,7 @@ def test_finetune_epochs_keep_the_best_epoch_and_stop_early(tiny_bert, tmp_path,
 
         return {**classification_scores(["a", "b"], ["a", "a"], ["a", "b"]), "macro_f1": next(scripted)}
 
-    monkeypatch.setattr(tasks.MetricsRecord, "scores", scores)
+    monkeypatch.setattr(MetricsRecord, "scores", scores)
     base = ["finetune", "--checkpoint", checkpoint, "--train", str(train), "--seq-len", "8", "--batch-size", "2",
             "--no-xla", "--quiet", "--learning-rate", "1e-2"]
     assert main([*base, "--steps", "4", "--epochs", "2", "--out", str(tmp_path / "x")]) == 1

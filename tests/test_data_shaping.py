@@ -57,9 +57,9 @@ def test_document_rows_chunks_takes_the_first_windows_and_pads_with_the_pad_id()
 def test_the_command_line_names_are_the_data_functions():
     import argparse
 
-    from bert4long.cli import mlm, tasks
+    from bert4long.cli import finetune, mlm
 
     assert mlm.hold_out is hold_out
     args = argparse.Namespace(pooling="chunks", seq_len=4, chunks=2)
-    np.testing.assert_array_equal(tasks._documents_as_rows(Ids, [[5, 6, 7]], args),
+    np.testing.assert_array_equal(finetune._documents_as_rows(Ids, [[5, 6, 7]], args),
                                   document_rows(Ids, [[5, 6, 7]], 4, chunks=2))

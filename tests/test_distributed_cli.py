@@ -29,8 +29,8 @@ devices, kill_at, argv = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3:]
 if devices > 1:   # logical CPU devices, as a machine with that many GPUs has them
     cpu = tf.config.list_physical_devices("CPU")[0]
     tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * devices)
-from bert4long.cli import main, mlm, tasks
-for module in (mlm, tasks):   # kill -9 just after the checkpoint of step kill_at (0: never)
+from bert4long.cli import finetune, main, mlm
+for module in (mlm, finetune):   # kill -9 just after the checkpoint of step kill_at (0: never)
     module.saved_line = lambda s, folder, said=module.saved_line: (said(s, folder), s == kill_at and
                                                                   os.kill(os.getpid(), signal.SIGKILL))
 sys.exit(main(argv))

@@ -10,7 +10,8 @@ import time
 import numpy as np
 import pytest
 
-from bert4long.cli import main, tasks
+from bert4long.cli import main
+from bert4long.training.metrics_record import MetricsRecord
 
 
 def _write(path, lines):
@@ -42,7 +43,7 @@ def test_evaluations_between_epochs_choose_the_kept_weights_and_test_is_scored_o
         weights.append([w.copy() for w in self.model.get_weights()])
         return {**classification_scores(["a", "b"], ["a", "a"], ["a", "b"]), "macro_f1": next(scripted)}
 
-    monkeypatch.setattr(tasks.MetricsRecord, "scores", scores)
+    monkeypatch.setattr(MetricsRecord, "scores", scores)
     run = tmp_path / "run"
     assert main(_base(tiny_bert, train, run, "--valid", train, "--test", test, "--epochs", "2", "--eval-every", "2",
                       "--save-every", "2")) == 0
@@ -128,7 +129,7 @@ def test_their_refusals_come_before_tensorflow(tmp_path):
 ])
 def test_the_memory_of_the_longest_batch_is_estimated_before_training_and_a_batch_that_fits_named(
         tiny_bert, tmp_path, monkeypatch, capsys, available_gib, warning, others):
-    from bert4long.cli import checkpoint_tools
+    from bert4long.training import memory
 
     asked = []
 
@@ -136,9 +137,9 @@ def test_the_memory_of_the_longest_batch_is_estimated_before_training_and_a_batc
         asked.append((length, batch))
         return batch * 2**30
 
-    monkeypatch.setattr(checkpoint_tools, "training_step_bytes", estimate)
-    monkeypatch.setattr(checkpoint_tools, "available_memory_bytes", lambda: int(available_gib * 2**30))
-    monkeypatch.setattr(checkpoint_tools, "other_training_runs", lambda: others)
+    monkeypatch.setattr(memory, "training_step_bytes", estimate)
+    monkeypatch.setattr(memory, "available_memory_bytes", lambda: int(available_gib * 2**30))
+    monkeypatch.setattr(memory, "other_training_runs", lambda: others)
     train = _write(tmp_path / "train.jsonl", [{"text": " ".join(["w5"] * (i + 1)), "label": "ab"[i % 2]}
                                               for i in range(8)])
     assert main(_base(tiny_bert, train, tmp_path / "run", "--steps", "1", "--batch-size", "4", "--quiet")) == 0
@@ -153,7 +154,7 @@ def test_the_memory_of_the_longest_batch_is_estimated_before_training_and_a_batc
 def test_other_training_runs_are_the_live_bert4long_pretrain_and_finetune_processes():
     """`other_training_runs` finds another process whose command line is ``bert4long finetune`` (or ``pretrain``), and
     neither this process nor a process of another command."""
-    from bert4long.cli.checkpoint_tools import other_training_runs
+    from bert4long.training.memory import other_training_runs
 
     if not os.path.isdir("/proc"):
         pytest.skip("no /proc to read processes from")

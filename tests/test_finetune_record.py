@@ -9,9 +9,10 @@ import re
 
 import pytest
 
-from bert4long.cli import build_parser, main, tasks
+from bert4long.cli import build_parser, main
 from bert4long.outputs import MARKER
 from bert4long.precision import default_precision
+from bert4long.training.metrics_record import MetricsRecord
 
 
 def _write(path, lines):
@@ -34,7 +35,7 @@ def _scripted_run(tiny_bert, tmp_path, monkeypatch, macro_f1, *extra):
         scores["per_class"]["b"]["f1"] = value / 10
         return {**scores, "macro_f1": value}
 
-    monkeypatch.setattr(tasks.MetricsRecord, "scores", scores)
+    monkeypatch.setattr(MetricsRecord, "scores", scores)
     run = tmp_path / "run"
     assert main(["finetune", "--checkpoint", tiny_bert[1], "--train", train, "--valid", train, "--seq-len", "8",
                  "--batch-size", "2", "--epochs", "3", "--no-xla", "--quiet", "--out", str(run), *extra]) == 0

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from bert4long.attention import get_attention_kernel
-from bert4long.cli import main, tasks
+from bert4long.cli import finetune, main
 from bert4long.data import length_batches
 from bert4long.data.length_batches import (
     bucket_lengths,
@@ -21,6 +21,7 @@ from bert4long.data.length_batches import (
     sorted_batches,
     training_batches,
 )
+from bert4long.prediction import model_inputs, predicted_ids
 from bert4long.tokenizers import Tokenizer
 
 
@@ -167,7 +168,7 @@ def test_predicted_ids_come_back_in_row_order():
     rows = _rows([2, 9, 4, 16, 5, 1, 12], 16)
     shapes = padded_shapes(rows, 0, bucket_lengths(16))
     model = _SumModel()
-    np.testing.assert_array_equal(tasks.predicted_ids(model, rows, shapes, 3), rows % 3)   # tokens, padding 0
+    np.testing.assert_array_equal(predicted_ids(model, rows, shapes, 3), rows % 3)   # tokens, padding 0
     assert model.widths == [16, 6, 2]                                                       # longest first
 
 
@@ -206,9 +207,9 @@ def test_finetune_and_predict_by_length_give_the_numbers_of_padding_to_seq_len(t
     model = keras.models.load_model(str(tmp_path / "runFalse" / "classifier.keras"))   # each document alone:
     tokenizer = Tokenizer(tiny_bert[2], do_lower_case=True)
     texts = [json.loads(line)["text"] for line in open(docs, encoding="utf-8")]
-    rows = tasks._documents_as_rows(tokenizer, tokenizer.encode_documents(texts), argparse.Namespace(
+    rows = finetune._documents_as_rows(tokenizer, tokenizer.encode_documents(texts), argparse.Namespace(
         pooling="cls", seq_len=16))
-    alone = [keras.ops.softmax(model.predict_on_batch(tasks.model_inputs(model, row[None, :n])))[0]  # no padding
+    alone = [keras.ops.softmax(model.predict_on_batch(model_inputs(model, row[None, :n])))[0]  # no padding
              for row, n in zip(rows, (rows != 0).sum(1))]
     np.testing.assert_allclose(probabilities[0], np.asarray(alone), atol=1e-5)
     assert np.ptp(np.asarray(probabilities[0])[:, 0]) > 1e-4   # (the documents are told apart: not a constant)

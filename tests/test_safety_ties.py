@@ -13,8 +13,9 @@ from pathlib import Path
 import keras
 import pytest
 
-from bert4long.cli import build_parser, main, tasks
+from bert4long.cli import build_parser, main, run_folder
 from bert4long.training.lock import LOCK_NAME, RunInProgress, RunLock
+from bert4long.training.metrics_record import MetricsRecord
 
 
 def _write(path, lines):
@@ -68,7 +69,7 @@ def test_a_tie_is_no_improvement_so_a_plateau_stops_early_and_the_first_of_equal
 
         return {**classification_scores(["a", "b"], ["a", "a"], ["a", "b"]), "macro_f1": next(scripted)}
 
-    monkeypatch.setattr(tasks.MetricsRecord, "scores", scores)
+    monkeypatch.setattr(MetricsRecord, "scores", scores)
     run = tmp_path / "run"
     assert main(_finetune(tiny_bert[1], train, run, "--valid", train, "--learning-rate", "1e-2", "--epochs", "5",
                           "--early-stopping", "2")) == 0
@@ -206,7 +207,7 @@ def test_predict_checks_labels_and_output_folders_before_the_model(tmp_path, cap
     def no_model(path):
         raise AssertionError(f"the model {path} was loaded before the inputs were checked")
 
-    monkeypatch.setattr(tasks, "load_final_model", no_model)
+    monkeypatch.setattr(run_folder, "load_final_model", no_model)
     classifier_run = _settings_run(tmp_path / "run")
     unknown = _write(tmp_path / "unknown.jsonl", [{"text": "w1", "label": "a"}, {"text": "w2", "label": "zzz"}])
     output = tmp_path / "out.jsonl"

@@ -201,14 +201,14 @@ def test_a_second_process_on_the_same_out_is_refused_while_the_first_runs(tiny_b
 # checkpoint of STEP is in place, ``writing STEP`` while it is being written (its files made, not yet renamed).
 KILLED_AT = """
 import os, signal, sys
-from bert4long.cli import main, mlm, tasks
+from bert4long.cli import finetune, main, mlm
 from bert4long.training import resume
 
 point, step, argv = sys.argv[1], int(sys.argv[2]), sys.argv[3:]
 def die():
     os.kill(os.getpid(), signal.SIGKILL)
 if point == "saved":
-    for module in (mlm, tasks):
+    for module in (mlm, finetune):
         module.saved_line = lambda s, folder, said=module.saved_line: (said(s, folder), s == step and die())
 else:
     write = resume._write_state

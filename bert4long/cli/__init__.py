@@ -21,16 +21,15 @@ import warnings
 from bert4long import register_keras_classes
 from bert4long.cli.checkpoint_tools import (
     add_convert_arguments,
-    add_export_arguments,
     add_extend_arguments,
     add_info_arguments,
-    check_export_arguments,
     run_convert,
-    run_export,
     run_extend,
     run_info,
 )
 from bert4long.cli.demo import runs_demo
+from bert4long.cli.export import add_export_arguments, check_export_arguments, run_export
+from bert4long.cli.finetune import add_finetune_arguments, check_finetune_arguments, run_finetune
 from bert4long.cli.mlm import (
     add_evaluate_arguments,
     add_pretrain_arguments,
@@ -40,15 +39,8 @@ from bert4long.cli.mlm import (
     run_pretrain,
 )
 from bert4long.cli.output_guard import TRAINING_COMMANDS, holding
+from bert4long.cli.predict import add_predict_arguments, check_predict_arguments, run_predict
 from bert4long.cli.resolved import fill_defaults, resolve
-from bert4long.cli.tasks import (
-    add_finetune_arguments,
-    add_predict_arguments,
-    check_finetune_arguments,
-    check_predict_arguments,
-    run_finetune,
-    run_predict,
-)
 from bert4long.tensorflow_only import TensorFlowRequired, require_tensorflow
 from bert4long.tf_startup import BackendMissing, quiet, show_tensorflow_logs, start_keras_quietly
 from bert4long.training.interrupt import TrainingInterrupted, sigterm_stops

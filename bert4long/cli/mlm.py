@@ -24,7 +24,6 @@ from bert4long.cli.run_folder import (
     copy_tokenizer,
     print_summary,
     run_settings,
-    save_final_model,
     saved_line,
     start_writing,
 )
@@ -32,6 +31,7 @@ from bert4long.data.holdout import hold_out
 from bert4long.data.packing import pack_for
 from bert4long.families import family
 from bert4long.outputs import write_text_atomically
+from bert4long.training.model_file import save_final_model
 
 
 def add_pretrain_arguments(parser):

@@ -1,8 +1,11 @@
-"""What a training command leaves in --out besides its checkpoints, and the summary it prints."""
+"""What a training command leaves in --out besides its checkpoints (finetune's `SETTINGS_FILE` and model file, read
+back by `read_run_settings` and `load_run_model` for predict and export), and the summary it prints."""
 import hashlib
+import json
 import os
 import shutil
 
+from bert4long.checkpoints.json_values import integer_problem
 from bert4long.outputs import atomic_write
 
 # Options that change what a training step does: a resume must keep them (or be told --accept-changes).
@@ -52,25 +55,70 @@ def copy_tokenizer(args, out):
     return names
 
 
-def weights_only(model):
-    """A plain Keras functional model over ``model``'s layers (nothing copied): saving it writes the weights alone,
-    not the optimizer's state (AdamW's two slots: about 3x the size) or the compile settings."""
-    import keras
-
-    return keras.Model(model.inputs, model.outputs, name=model.name)
+def print_summary(rows):
+    width = max(len(k) for k, _ in rows)
+    print("\n" + "\n".join(f"  {k.ljust(width)}  {v}" for k, v in rows), flush=True)
 
 
-def save_final_model(model, path):
-    """Write ``model`` to ``path`` (``.keras``) for use: `weights_only`, the weights' size, not about 3x it; the
-    run's resumable state stays in checkpoints/.
+def saved_line(step, directory):
+    """The line printed for every checkpoint saved (also under --quiet)."""
+    print(f"checkpoint saved: step {step} ({directory})", flush=True)
 
-    Keras 3 loads a custom class only once its module ran (it imports keras modules alone), so
-    ``keras.models.load_model(path)`` needs ``bert4long.register_keras_classes()`` first. Without it Keras stops at
-    the first class it does not know and prints that object's config: here one of bert4long's layers (module
-    ``bert4long.layers...``, about 1 kB), where a bert4long model class at the top would print the whole
-    graph (tens of kB). The loaded model is a ``keras.Model``: `load_final_model` range-checks it again.
-    """
-    atomic_write(path, weights_only(model).save, suffix=".keras")
+
+# finetune's record of a run (its settings, what it chose) and its model file, by task.
+SETTINGS_FILE = "finetune.json"
+MODEL_FILES = {"classify": "classifier.keras", "tokens": "tagger.keras", "multilabel": "classifier.keras"}
+
+
+def reads_as_integer(label):
+    """Whether the label name ``label`` is an integer's text (``'3'``, ``'-1'``), as a JSON integer label reads."""
+    return label.lstrip("-").isdigit() and str(int(label)) == label
+
+
+# What `bert4long finetune` writes to SETTINGS_FILE and `predict` / `export` read, each with its check.
+RUN_SETTINGS = {"task": lambda v: isinstance(v, str) and v in MODEL_FILES,
+                "seq_len": lambda v: integer_problem(v, 3) is None, "pooling": lambda v: v in ("cls", "chunks"),
+                "chunks": lambda v: integer_problem(v, 1) is None,
+                "lower_case": lambda v: v is None or isinstance(v, bool),
+                "label_type": lambda v: v in (None, "string", "integer")}
+
+
+def read_run_settings(run, alternative):
+    """The settings `bert4long finetune` wrote to ``run`` (its --out), or an error naming what to pass instead; a
+    file finetune cannot have written (edited, damaged, or a head of fewer than two labels) is refused naming it."""
+    settings_path = os.path.join(run, SETTINGS_FILE)
+    if not os.path.isfile(settings_path):
+        raise FileNotFoundError(f"--run {run!r} holds no {SETTINGS_FILE}: pass the --out folder of "
+                                f"`bert4long finetune`, {alternative}")
+    fix = "fine-tune again, or restore the file `bert4long finetune` wrote"
+    try:
+        with open(settings_path, encoding="utf-8") as f:
+            settings = json.load(f)
+    except ValueError as error:   # (not UTF-8 included)
+        raise ValueError(f"{settings_path} is not the JSON `bert4long finetune` writes ({error}): {fix}") from None
+    if not isinstance(settings, dict):
+        raise ValueError(f"{settings_path} holds {type(settings).__name__}, not the object `bert4long finetune` "
+                         f"writes: {fix}")
+    for key, valid in RUN_SETTINGS.items():
+        if not valid(settings.get(key)):
+            raise ValueError(f"{settings_path}: {key!r} is {settings.get(key)!r}, not what `bert4long finetune` "
+                             f"writes: {fix}")
+    labels = settings.get("labels")
+    if not isinstance(labels, list) or not all(isinstance(label, str) for label in labels) \
+            or len(set(labels)) != len(labels):
+        raise ValueError(f"{settings_path}: 'labels' is {labels!r}, not a list of distinct names: {fix}")
+    if settings.get("label_type") == "integer" and not all(reads_as_integer(label) for label in labels):
+        raise ValueError(f"{settings_path}: 'label_type' is 'integer' but 'labels' is {labels!r}: {fix}")
+    if len(labels) < 2:
+        raise ValueError(f"{settings_path} lists {len(labels)} label(s) {labels}: a model with fewer than two "
+                         "answers the same whatever it reads; fine-tune again with two labels or more")
+    threshold = settings.get("threshold")
+    numbers = threshold if isinstance(threshold, list) and len(threshold) == len(labels) else [threshold]
+    if settings["task"] == "multilabel" and not all(isinstance(t, (int, float)) and not isinstance(t, bool)
+                                                    and 0 < t < 1 for t in numbers):
+        raise ValueError(f"{settings_path}: 'threshold' is {threshold!r}, not a number in (0, 1) or one per label: "
+                         f"{fix}")
+    return settings
 
 
 def load_final_model(path):
@@ -86,11 +134,15 @@ def load_final_model(path):
     return CheckedModel(model.inputs, model.outputs, name=model.name)
 
 
-def print_summary(rows):
-    width = max(len(k) for k, _ in rows)
-    print("\n" + "\n".join(f"  {k.ljust(width)}  {v}" for k, v in rows), flush=True)
+def load_run_model(run, settings):
+    """The model of the finetune ``run`` (`read_run_settings`), refused when it has not one output per label."""
+    path = os.path.join(run, MODEL_FILES[settings["task"]])
+    model = load_final_model(path)
+    outputs = model.outputs[0].shape[-1]
+    if outputs != len(settings["labels"]):
+        raise ValueError(f"{os.path.join(run, SETTINGS_FILE)} lists {len(settings['labels'])} labels but {path} has "
+                         f"{outputs} outputs: the two files come from different runs; fine-tune again, or restore "
+                         f"{SETTINGS_FILE}")
+    return model
 
 
-def saved_line(step, directory):
-    """The line printed for every checkpoint saved (also under --quiet)."""
-    print(f"checkpoint saved: step {step} ({directory})", flush=True)
