@@ -30,7 +30,6 @@ setup(
     packages=find_packages(include=["bert4long", "bert4long.*"]),
     # the built-in model and the main job's Wikipedia articles (bert4long.pretrained)
     package_data={"bert4long.pretrained": ["austen-wiki-mini/*", "wikipedia-articles.*"]},
-    py_modules=["bert4long_command"],  # the command's entry point, outside the package (see its docstring)
     install_requires=REQUIREMENTS,
     extras_require={
         # torch 2.13.0 is the CPU wheel here (name the version: any other downloads CUDA); torch and transformers are
@@ -41,5 +40,5 @@ setup(
                  "jax[cpu]==0.10.2", "tf-keras==2.21.*", "scikit-learn>=1.3", "seqeval>=1.2"],
         "benchmarks": ["matplotlib>=3.7", "scikit-learn>=1.3"],
     },
-    entry_points={"console_scripts": ["bert4long=bert4long_command:main"]},
+    entry_points={"console_scripts": ["bert4long=bert4long.cli:main"]},
 )

@@ -2,7 +2,7 @@
 
 Rows: ``bert4long --help``, ``bert4long pretrain --help``, ``import bert4long.tokenizers``, ``import
 bert4long`` and the first TensorFlow start (``import bert4long.layers``). Each runs ``--repeats``
-times in a fresh interpreter (``python -m bert4long_command`` for the command); the table shows the median
+times in a fresh interpreter (``python -m bert4long.cli`` for the command); the table shows the median
 wall time, the median peak resident memory (the child's ``ru_maxrss``) and the 1-minute load average at the
 start, since on a shared machine the load moves the times.
 
@@ -20,8 +20,8 @@ from benchmarks.common import ROOT, machine_stamp, print_table, write_json
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROWS = {
-    "bert4long --help": ["-m", "bert4long_command", "--help"],
-    "bert4long pretrain --help": ["-m", "bert4long_command", "pretrain", "--help"],
+    "bert4long --help": ["-m", "bert4long.cli", "--help"],
+    "bert4long pretrain --help": ["-m", "bert4long.cli", "pretrain", "--help"],
     "import bert4long.tokenizers": ["-c", "import bert4long.tokenizers"],
     "import bert4long": ["-c", "import bert4long"],
     "import bert4long.layers (TensorFlow starts)": ["-c", "import bert4long.layers"],

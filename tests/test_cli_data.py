@@ -185,7 +185,7 @@ def test_export_run_serves_the_fine_tuned_classifier_on_raw_text(tiny_bert, tmp_
     expected = [json.loads(line)["probabilities"] for line in (tmp_path / "out.jsonl").read_text().splitlines()]
     # export as a user runs it: a fresh process, where only the command line has imported bert4long and TensorFlow
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    fresh = subprocess.run([sys.executable, "-m", "bert4long_command", "export", "--run", run, "--raw-text", "--out",
+    fresh = subprocess.run([sys.executable, "-m", "bert4long.cli", "export", "--run", run, "--raw-text", "--out",
                             str(tmp_path / "served")], capture_output=True, text=True, cwd=root,
                            env={**os.environ, "PYTHONPATH": root})
     assert fresh.returncode == 0, fresh.stderr[-2000:]

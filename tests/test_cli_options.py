@@ -245,7 +245,7 @@ def test_tensorflow_start_up_logs_are_silenced(tiny_bert, tmp_path):
     _, checkpoint, _ = tiny_bert
     env = {k: v for k, v in os.environ.items() if k != "TF_CPP_MIN_LOG_LEVEL"}
     env["PYTHONPATH"] = ROOT
-    done = subprocess.run([sys.executable, "-m", "bert4long_command", "info", os.path.dirname(checkpoint)], env=env,
+    done = subprocess.run([sys.executable, "-m", "bert4long.cli", "info", os.path.dirname(checkpoint)], env=env,
                           capture_output=True, text=True, cwd=tmp_path, check=False)
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stderr == "", done.stderr[-2000:]  # no oneDNN, CUDA probing or absl lines

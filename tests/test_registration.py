@@ -72,7 +72,7 @@ def test_the_tokenizers_and_the_command_line_parser_do_not_start_tensorflow():
     check = ("import sys, bert4long.tokenizers; from bert4long.cli import build_parser; build_parser(); "
              "print('tensorflow' in sys.modules, 'keras' in sys.modules)")
     assert run_python(check).stdout.split() == ["False", "False"]
-    help_run = subprocess.run([sys.executable, "-m", "bert4long_command", "pretrain", "--help"], capture_output=True,
+    help_run = subprocess.run([sys.executable, "-m", "bert4long.cli", "pretrain", "--help"], capture_output=True,
                               text=True, cwd=PACKAGE.parent, check=False, env=QUIET_UNSET)
     assert help_run.returncode == 0 and "--corpus" in help_run.stdout and help_run.stderr == ""
 
@@ -81,7 +81,7 @@ def test_the_tokenizers_and_the_command_line_parser_do_not_start_tensorflow():
 def test_the_command_starts_tensorflow_quietly_unless_verbose():
     from bert4long.pretrained import path
 
-    runs = {flag: subprocess.run([sys.executable, "-m", "bert4long_command", "info", path(), *flag], capture_output=True,
+    runs = {flag: subprocess.run([sys.executable, "-m", "bert4long.cli", "info", path(), *flag], capture_output=True,
                                  text=True, cwd=PACKAGE.parent, check=False, env=QUIET_UNSET)
             for flag in ((), ("--verbose",))}
     assert all(run.returncode == 0 for run in runs.values()), [run.stderr[-2000:] for run in runs.values()]

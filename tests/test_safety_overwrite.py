@@ -86,7 +86,7 @@ def test_user_files_at_any_depth_are_refused_by_name_and_kept(tiny_bert, corpus,
 @pytest.mark.slow
 def test_overwrite_after_kill_9_refuses_files_added_since_and_replaces_the_rest(tiny_bert, corpus, tmp_path, capsys):
     run = tmp_path / "run"
-    command = [sys.executable, "-m", "bert4long_command", *_pretrain(tiny_bert, corpus, run, steps=400)]
+    command = [sys.executable, "-m", "bert4long.cli", *_pretrain(tiny_bert, corpus, run, steps=400)]
     process = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                                env={**os.environ, "PYTHONPATH": ROOT})
     while not list((run / "checkpoints").glob("step-*")) and process.poll() is None:

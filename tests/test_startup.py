@@ -20,7 +20,7 @@ HEAVY = {"tensorflow", "keras", "tf_keras", "torch", "transformers"}
 
 def imported_packages(*argv, status=0):
     """The top-level packages ``bert4long ARGV`` imports, and its stdout and stderr (it must exit with ``status``)."""
-    done = subprocess.run([sys.executable, "-X", "importtime", "-m", "bert4long_command", *argv],
+    done = subprocess.run([sys.executable, "-X", "importtime", "-m", "bert4long.cli", *argv],
                           capture_output=True, text=True, cwd=ROOT, check=False)
     assert done.returncode == status, done.stderr[-2000:]
     lines = [line.rsplit("|", 1)[-1].strip() for line in done.stderr.splitlines() if line.startswith("import time:")]
