@@ -283,6 +283,16 @@ def family(model):
     raise ValueError(f"Unknown model {model!r}: choose one of {model_names()}.")
 
 
+def family_of_builder(builder):
+    """The first `Family` whose builder is ``builder`` (``"module:Class"``; None if no family declares it): the family
+    a builder class is (`bert4long.checkpoints.layout.CheckpointIO.family`).
+
+    >>> family_of_builder("bert4long.models:BERT").name, family_of_builder("my.module:Mine")
+    ('bert', None)
+    """
+    return next((declared for declared in FAMILIES if declared.builder == builder), None)
+
+
 def family_of_model_type(model_type):
     """The `Family` reading Hugging Face ``model_type`` (None if no family does)."""
     return next((declared for declared in FAMILIES if model_type in declared.model_types), None)

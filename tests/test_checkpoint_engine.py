@@ -38,7 +38,7 @@ def perturbed(builder, seed):
 def outputs(builder):
     """Eager outputs, compared exactly: the same weights through the same layers on one processor give the same
     bits, and a weight rounded by a step on its way through a file would show."""
-    inputs = [IDS] if builder.model_name == "modernbert" else [IDS, np.zeros_like(IDS)]   # no segment ids
+    inputs = [IDS] if builder.family.name == "modernbert" else [IDS, np.zeros_like(IDS)]   # no segment ids
     return np.asarray(builder.model(inputs))
 
 
@@ -81,7 +81,7 @@ def test_the_safetensors_saver_round_trips_google_layout_families(model, tmp_pat
                                                 return_keras_model=False), 2)
     write_huggingface_folder(builder, str(tmp_path / "hf"), model=model)
     reloaded = build_transformer_model(checkpoint_path=str(tmp_path / "hf"), with_mlm="linear", return_keras_model=False)
-    assert reloaded.model_name == "bert" and np.array_equal(outputs(reloaded), outputs(builder))
+    assert reloaded.family.name == "bert" and np.array_equal(outputs(reloaded), outputs(builder))
 
 
 @pytest.mark.parametrize("model", sorted(OWN_NAMES))

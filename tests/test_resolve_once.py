@@ -19,8 +19,8 @@ from bert4long.cli import main
 
 CONFIG_NAMES = ("bert_config.json", "config.json")
 # Functions that decide a checkpoint's family, and the argument checks, counted by `count_calls`.
-WATCHED = ("folder_family", "config_family", "family_of_model_type", "is_family_folder", "family_model_type",
-           "family", "check_pretrain_arguments", "resolve_model_options", "resolve_source")
+WATCHED = ("config_family", "family_of_model_type", "family", "check_pretrain_arguments", "resolve_model_options",
+           "resolve_source")
 
 
 @contextlib.contextmanager

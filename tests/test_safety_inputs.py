@@ -103,12 +103,14 @@ def test_users_own_xla_function_gives_nan_not_clamped_rows(encoder):
 
 
 def test_vocab_size_must_match_the_checkpoint(tiny_bert):
+    from bert4long.checkpoints.source import resolve_source
+
     config, checkpoint, _ = tiny_bert
-    check_vocab_size(64, config, checkpoint)
-    with pytest.raises(ValueError, match=r"vocab.txt has 30522 entries but the model's vocabulary has 64"):
-        check_vocab_size(30522, config, checkpoint, "vocab.txt")
-    with pytest.raises(ValueError, match="has 60 entries .* has 64"):
-        check_vocab_size(60, config, None)
+    check_vocab_size(64, resolve_source(checkpoint, config).model_vocab_size())
+    with pytest.raises(ValueError, match=r"vocab.txt has 30522 entries but the model's vocabulary has 64 \(rows of"):
+        check_vocab_size(30522, resolve_source(checkpoint, config).model_vocab_size(), "vocab.txt")
+    with pytest.raises(ValueError, match="has 60 entries .* has 64 \\(vocab_size in"):
+        check_vocab_size(60, resolve_source(None, config).model_vocab_size())
 
 
 SERVE_WITHOUT_BERT4LONG = textwrap.dedent("""

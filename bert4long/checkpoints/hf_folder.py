@@ -25,11 +25,10 @@ def norm_weights(name):
 class HuggingFaceFamily:
     """Mixin of a `bert4long.models.Transformer` whose `variable_mapping()` uses safetensors names.
 
-    Subclasses set ``family``, their `bert4long.families.Family`: its task prefix, head names (saved without
-    the task prefix) and key table (``config.json`` <-> builder arguments, read both ways).
+    Its ``family`` (`bert4long.checkpoints.layout.CheckpointIO.family`, from the family's declaration) gives the task
+    prefix, head names (saved without the task prefix) and key table (``config.json`` <-> builder arguments, read both
+    ways).
     """
-
-    family = None
 
     @classmethod
     def from_huggingface_config(cls, hf):

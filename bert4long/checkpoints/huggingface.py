@@ -82,26 +82,6 @@ def config_family(hf, source="config.json"):
     return family
 
 
-def folder_family(path):
-    """The `Family` of the Hugging Face folder (or ``config.json``) at ``path``, None for anything else."""
-    config_file = os.path.join(path, "config.json") if path is not None and os.path.isdir(path) else path
-    if config_file is None or not os.path.isfile(config_file):
-        return None
-    return family_of_model_type(read_config(config_file).get("model_type"))
-
-
-def family_model_type(config_path):
-    """The ``model_type`` of the Hugging Face ``config.json`` at ``config_path`` when its own module reads it
-    under its own tensor names, else None."""
-    family = folder_family(config_path)
-    return family.model_types[0] if family is not None and family.reads_own_names else None
-
-
-def is_family_folder(path):
-    """True for a Hugging Face folder whose family reads its own tensor names (Longformer, BigBird, ModernBERT)."""
-    return is_huggingface_folder(path) and family_model_type(os.path.join(path, "config.json")) is not None
-
-
 def read_huggingface_config(path):
     """Translate a Hugging Face ``config.json`` (folder or file) into bert4long config keys, by its family's
     key table; ``"model"`` names the family.
@@ -270,10 +250,3 @@ def convert_huggingface_folder(folder, out_dir, overwrite=False):
             shutil.copyfile(vocab, os.path.join(staging, "vocab.txt"))
         write_checkpoint(os.path.join(staging, "bert_model.ckpt"), {name: reader.get(name) for name in reader.names()})
     return os.path.join(out_dir, "bert_config.json"), os.path.join(out_dir, "bert_model.ckpt")
-
-
-def __getattr__(name):
-    """``SUPPORTED_MODEL_TYPES``, the tuple this module held before families were declared."""
-    if name == "SUPPORTED_MODEL_TYPES":
-        return supported_model_types()
-    raise AttributeError(f"module 'bert4long.checkpoints.huggingface' has no attribute {name!r}")

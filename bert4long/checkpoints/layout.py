@@ -21,7 +21,6 @@ import numpy as np
 
 from bert4long.checkpoints.config import from_google_config, read_config, to_google_config
 from bert4long.checkpoints.huggingface import (
-    is_family_folder,
     is_huggingface_folder,
     open_huggingface_folder,
     read_huggingface_config,
@@ -36,7 +35,7 @@ from bert4long.checkpoints.tf_format import (
     is_float,
     write_checkpoint,
 )
-from bert4long.families import CONFIG_KEYS
+from bert4long.families import CONFIG_KEYS, family_of_builder
 from bert4long.outputs import write_text_atomically
 
 LAYER_NAME = re.compile(r"^(?:bert|electra)/encoder/layer_(\d+)/")
@@ -137,9 +136,9 @@ def missing_message(builder, reader, layer_name, path, name):
     head = next((head for head in HEAD_LAYERS if layer_name.startswith(head[0])), None)
     if head is not None:
         held = f" (architectures {list(reader.architectures)})" if reader.architectures else ""
-        return (f"{message} It holds no {head[1]}{held}: check that it matches model={builder.model_name!r}, or "
+        return (f"{message} It holds no {head[1]}{held}: check that it matches model={builder.family.name!r}, or "
                 f"build without {head[2]}.")
-    return (f"{message} Check that the checkpoint matches model={builder.model_name!r} and that the configuration "
+    return (f"{message} Check that the checkpoint matches model={builder.family.name!r} and that the configuration "
             "describes it (num_hidden_layers, its *_bias flags, ...).")
 
 
@@ -181,7 +180,7 @@ def check_checkpoint_matches(builder, reader, partial_load=False):
         if layers and layers[-1] + 1 > builder.num_hidden_layers and not builder.shared_block:
             problems.append(f"the checkpoint has {layers[-1] + 1} layers, the configuration "
                             f"num_hidden_layers={builder.num_hidden_layers}")
-        problems.append(f"{len(unused)} trained {reader.kind}(s) would be dropped by model={builder.model_name!r}: "
+        problems.append(f"{len(unused)} trained {reader.kind}(s) would be dropped by model={builder.family.name!r}: "
                         + ", ".join(unused[:4]) + (", ..." if len(unused) > 4 else ""))
     stored, stored_path = stored_config(reader)
     for key, ours in STRUCTURE_KEYS.items():
@@ -211,7 +210,7 @@ def checkpoint_variables(builder):
         if ckpt_name in variables and not np.array_equal(variables[ckpt_name], value):
             raise ValueError(
                 f"Layers map different values to checkpoint variable {ckpt_name!r} ({layer_name!r}): "
-                f"the {builder.model_name!r} layout stores one shared copy, which cannot hold unshared weights."
+                f"the {builder.family.name!r} layout stores one shared copy, which cannot hold unshared weights."
             )
         variables[ckpt_name] = value
     return variables
@@ -297,39 +296,24 @@ def save_huggingface_folder(builder, folder, family):
 PADDING_ROWS = 127
 
 
-def check_vocab_size(vocab_size, config_path=None, checkpoint_path=None, vocab_path="the vocabulary",
-                     allow_padded=False, model_size=None):
+def check_vocab_size(vocab_size, model_size, vocab_path="the vocabulary", allow_padded=False):
     """Refuse a tokenizer vocabulary whose size differs from the model's, naming both sizes.
 
-    The model's size is the checkpoint's word-embedding rows (else the config's
-    ``vocab_size``). A larger vocabulary gives ids the model has no row for; a smaller
-    one means the files do not belong together (its ids may mean other tokens),
-    except with ``allow_padded`` (a tokenizer.json) for a table at most `PADDING_ROWS`
-    rows larger: padded for the hardware, as ModernBERT's.
+    ``model_size``: ``(size, where it was read)`` of the model's vocabulary, as
+    `bert4long.checkpoints.source.Source.model_vocab_size` gives it (the checkpoint's word-embedding rows, else the
+    config's ``vocab_size``; ``(None, None)``: unknown, nothing checked). A larger vocabulary gives ids the model has
+    no row for; a smaller one means the files do not belong together (its ids may mean other tokens), except with
+    ``allow_padded`` (a tokenizer.json) for a table at most `PADDING_ROWS` rows larger: padded for the hardware, as
+    ModernBERT's.
 
     Example:
-    >>> import tempfile
     >>> from bert4long.checkpoints.layout import check_vocab_size
-    >>> from bert4long.testing import write_tiny_checkpoint
-    >>> config_path, checkpoint_path, _ = write_tiny_checkpoint(tempfile.mkdtemp())
-    >>> check_vocab_size(30522, config_path, checkpoint_path, "vocab.txt")
+    >>> check_vocab_size(30522, (64, "rows of 'bert/embeddings/word_embeddings'"), "vocab.txt")
     Traceback (most recent call last):
     ...
     ValueError: vocab.txt has 30522 entries but the model's vocabulary has 64 (...
     """
-    if config_path is None and is_huggingface_folder(checkpoint_path):
-        config_path = os.path.join(checkpoint_path, "config.json")
-    expected, source = model_size or (None, None)   # ``(size, where)`` known already (`bert4long.checkpoints.source`)
-    # families: their config.json
-    if model_size is None and checkpoint_path is not None and not is_family_folder(checkpoint_path):
-        reader = open_checkpoint(checkpoint_path)
-        name = next((n for n in ("bert/embeddings/word_embeddings", "electra/embeddings/word_embeddings")
-                     if n in reader), None)
-        if name is not None:
-            expected, source = reader.shape(name)[0], f"rows of {name!r} in {reader.prefix!r}"
-    if model_size is None and expected is None and config_path is not None:
-        config = read_config(config_path)
-        expected, source = config.get("vocab_size"), f"vocab_size in {config_path!r}"
+    expected, source = model_size
     padding = PADDING_ROWS if allow_padded else 0
     if expected is None or 0 <= expected - vocab_size <= padding:
         return
@@ -355,7 +339,15 @@ class CheckpointIO:
     True
     """
 
-    family = None   # a family read under its own tensor names sets its `bert4long.families.Family`
+    # The `bert4long.families.Family` whose declaration names this class as its builder (the first such: BERT's is
+    # "bert"); a class no family declares (a subclass of one) keeps its base's.
+    family = None
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        declared = family_of_builder(f"{cls.__module__}:{cls.__qualname__}")
+        if declared is not None:
+            cls.family = declared
 
     def variable_mapping(self):
         """``{layer name: {weight path: checkpoint name or (name, transform)}}``."""
@@ -470,7 +462,7 @@ class CheckpointIO:
         """
         if self.family is not None and self.family.reads_own_names:
             if max_shard_bytes is not None:
-                raise ValueError(f"model={self.model_name!r} writes one model.safetensors: max_shard_bytes applies "
+                raise ValueError(f"model={self.family.name!r} writes one model.safetensors: max_shard_bytes applies "
                                  "to TensorFlow checkpoints only.")
             save_huggingface_folder(self, checkpoint_path, self.family)
             return

@@ -164,9 +164,8 @@ def choose_tokenizer(args, source=None, vocab_path=None, recorded_case=None):
         chosen = ChosenTokenizer(Tokenizer(vocab_path, do_lower_case=lower_case), lower_case, vocab_path)
         named = repr(vocab_path)
     if source is not None:
-        check_vocab_size(chosen.tokenizer.vocab_size, args.config, args.checkpoint, vocab_path=named,
-                         allow_padded=isinstance(chosen.tokenizer, HuggingFaceTokenizer),
-                         model_size=source.model_vocab_size())
+        check_vocab_size(chosen.tokenizer.vocab_size, source.model_vocab_size(), vocab_path=named,
+                         allow_padded=isinstance(chosen.tokenizer, HuggingFaceTokenizer))
         check_pad_id(chosen.tokenizer, source, named)
     return chosen
 

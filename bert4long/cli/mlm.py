@@ -29,7 +29,6 @@ from bert4long.cli.run_folder import (
 )
 from bert4long.data.holdout import hold_out
 from bert4long.data.packing import pack_for
-from bert4long.families import family
 from bert4long.outputs import write_text_atomically
 from bert4long.training.model_file import save_final_model
 
@@ -126,7 +125,7 @@ def _save_pretrained(args, model, builder):
     """Write the checkpoint (a Hugging Face folder for the families that read their own tensor names, else the Google
     layout and its config, both recording the position extension), the tokenizer files and ``model.keras``
     (no optimizer state: `save_final_model`) to --out; return the files' descriptions for the summary."""
-    if family(builder.model_name).reads_own_names:
+    if builder.family.reads_own_names:
         builder.save_weights_as_checkpoint(args.out)
         files = [os.path.join(args.out, "config.json"), os.path.join(args.out, "model.safetensors")]
     else:

@@ -290,7 +290,7 @@ def _check_placeable(args, options, source, seq_len, max_position):
         fix = ("add --hierarchical-position (up to n^2 = "
                f"{max_position * max_position}) or --position-extension copy/interpolate" if method is None
                else "use a shorter --seq-len" + (" or a larger --max-position" if method != "hierarchical" else ""))
-        family = _family_of(source)
+        family = source.family if source.from_folder else None   # a --checkpoint folder's family
         if family is not None and not family.position_extension:
             fix = (f"use --seq-len {max_position} or less ({family.name} places no positions beyond its trained "
                    "ones; finetune --pooling chunks reads longer documents in windows)")
@@ -304,7 +304,7 @@ def _check_placeable(args, options, source, seq_len, max_position):
 def _recorded_rope_capacity(source, max_position):
     """The positions a --checkpoint folder's model places with the rotary scaling its config records
     (``max_position`` when it records none, None for any length)."""
-    family = _family_of(source)
+    family = source.family if source.from_folder else None
     if family is None or not family.rope_scaling:
         return max_position
     return family.placed_positions(source.file_config)
@@ -361,11 +361,6 @@ def _position_options(args, source):
     if method == "hierarchical":
         return options["hierarchical_position"], None, None
     return options["hierarchical_position"], method, options["position_extension_length"]
-
-
-def _family_of(source):
-    """The `bert4long.families.Family` of a Hugging Face --checkpoint folder (None without one, or with --config)."""
-    return source.family if source.from_folder else None
 
 
 def model_kwargs(args, options):

@@ -213,7 +213,6 @@ class Transformer(CheckpointIO):
             inputs.append(self.attention_bias)
         return inputs
 
-    model_name = "bert"
     position_bias = None  # positions inside attention: 'rotary' (RoFormer), 'typical_relative' (NEZHA)
     max_relative_position = None
     shared_block = False  # one block read by every layer (ALBERT)
@@ -222,7 +221,6 @@ class Transformer(CheckpointIO):
 class BERT(BERTCheckpointLayout, Transformer):
     """BERT (and RoBERTa, which shares its architecture and Google layout)."""
 
-    model_name = "bert"
 
     def apply_embeddings(self, inputs):
         token_ids = inputs[0]

@@ -13,7 +13,6 @@ class ALBERT(BERT):
     """ALBERT: factorised embeddings and one transformer block shared across depth
     (google-research/albert TF1 layout, ``bert/encoder/transformer/group_0/inner_group_0/``)."""
 
-    model_name = "albert"
     shared_block = True
     ALBERT_PREFIX = "bert/encoder/transformer/group_0/inner_group_0/"
 
@@ -35,7 +34,6 @@ class ALBERT(BERT):
 class ALBERTUnshared(ALBERT):
     """ALBERT weights loaded into separate per-layer blocks (each starts from the shared block)."""
 
-    model_name = "albert_unshared"
     shared_block = False
 
     def layer_names(self, index):

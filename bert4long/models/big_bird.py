@@ -4,7 +4,6 @@ A BERT encoder whose attention is block-sparse (``attention_type='block_sparse'`
 window, random and global blocks; see `bert4long.attention.block_sparse`) or full
 (``'original_full'``); docs/long_encoders.md.
 """
-from bert4long import families
 from bert4long.checkpoints.hf_folder import HuggingFaceFamily, dense_weights, norm_weights
 from bert4long.layers import MultiHeadAttention
 from bert4long.models import BERT
@@ -34,8 +33,6 @@ class BigBird(HuggingFaceFamily, BERT):
     Reference: Zaheer et al., Big Bird: Transformers for Longer Sequences (2020), https://arxiv.org/abs/2007.14062.
     """
 
-    model_name = "big_bird"
-    family = families.family("big_bird")
 
     def __init__(self, block_size=64, num_random_blocks=3, attention_type="block_sparse", **kwargs):
         if attention_type not in ATTENTION_TYPES:

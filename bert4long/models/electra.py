@@ -32,7 +32,6 @@ class ELECTRA(BERT):
     Reference: Clark et al., ELECTRA (2020), https://arxiv.org/abs/2003.10555.
     """
 
-    model_name = "electra"
 
     def __init__(self, with_discriminator=False, **kwargs):
         heads = [k for k in ("with_pool", "with_nsp", "with_mlm", "gathered_mlm") if kwargs.get(k)]

@@ -7,7 +7,6 @@ tokens, half on each side) plus global tokens with their own projections; see
 import keras
 from keras import ops
 
-from bert4long import families
 from bert4long.checkpoints.hf_folder import (
     HuggingFaceFamily,
     dense_weights,
@@ -85,8 +84,6 @@ class Longformer(HuggingFaceFamily, BERT):
     Reference: Beltagy et al., Longformer: The Long-Document Transformer (2020), https://arxiv.org/abs/2004.05150.
     """
 
-    model_name = "longformer"
-    family = families.family("longformer")
 
     def __init__(self, attention_window=512, max_global_tokens=32, **kwargs):
         layers = kwargs.get("num_hidden_layers")

@@ -37,7 +37,6 @@ import math
 
 import keras
 
-from bert4long import families
 from bert4long.attention import MultiHeadAttention
 from bert4long.attention.positions import RotateHalfPositions
 from bert4long.layers import Add, BiasAdd, Embedding, FeedForward, GatherPositions
@@ -203,8 +202,6 @@ class ModernBERT(Transformer):
     ...                                  rope_scaling={"rope_type": "yarn", "factor": 4.0})  # doctest: +SKIP
     """
 
-    model_name = "modernbert"
-    family = families.family("modernbert")
 
     def __init__(self, local_attention=128, global_attn_every_n_layers=3, layer_types=None,
                  global_rope_theta=160000.0, local_rope_theta=10000.0, rope_scaling=None, norm_bias=False,

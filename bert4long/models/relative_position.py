@@ -22,7 +22,7 @@ class RelativePositionBERT(BERT):
         for option in ("hierarchical_position", "custom_position_ids"):
             if kwargs.get(option):
                 raise ValueError(
-                    f"model={self.model_name!r} has no position table, so {option} does not apply: "
+                    f"model={self.family.name!r} has no position table, so {option} does not apply: "
                     f"its {self.position_bias!r} positions already place any length. Drop {option}."
                 )
         sequence_length = kwargs.pop("sequence_length", None)  # any length: skip the position-table check
@@ -61,7 +61,6 @@ class NEZHA(RelativePositionBERT):
     Reference: Wei et al., NEZHA (2019), https://arxiv.org/abs/1909.00204.
     """
 
-    model_name = "nezha"
     position_bias = "typical_relative"
 
     def __init__(self, max_relative_position=64, **kwargs):
@@ -85,5 +84,4 @@ class RoFormer(RelativePositionBERT):
     Reference: Su et al., RoFormer (2021), https://arxiv.org/abs/2104.09864.
     """
 
-    model_name = "roformer"
     position_bias = "rotary"

@@ -15,8 +15,7 @@ import keras
 import numpy as np
 from keras import ops
 
-from bert4long.checkpoints.huggingface import folder_family, is_huggingface_folder
-from bert4long.checkpoints.source import Source
+from bert4long.checkpoints.source import Source, resolve_source
 from bert4long.families import family
 from bert4long.layers import TakeToken
 from bert4long.models import build_transformer_model
@@ -138,28 +137,17 @@ def global_positions(model, global_tokens="auto"):
     return positions
 
 
-def _family(config_path, checkpoint_path, kwargs):
-    """The family `build_transformer_model` will build: a Hugging Face folder's own-names family, else ``model``'s
-    (None for a builder class)."""
-    if isinstance(config_path, Source):   # resolved once (`bert4long.checkpoints.source`)
-        return config_path.built_family()
-    if config_path is None and is_huggingface_folder(checkpoint_path):
-        config_path = os.path.join(checkpoint_path, "config.json")
-    declared = folder_family(config_path) if config_path is not None else None
-    if declared is not None and declared.reads_own_names:
-        return declared
-    model = kwargs.get("model", "bert")
-    return family(model) if isinstance(model, str) else None
-
-
 def _encoder(config_path, checkpoint_path, global_tokens, **kwargs):
     """``(encoder, pad id, token inputs, call)``: ``call(inputs)`` gives the sequence output for the token inputs
     (token ids and, where the model reads them, segment ids), the global-token mask computed from the ids where
-    `global_positions` gives positions (``call`` is None without them: use the encoder's own graph)."""
-    positions = global_positions(_family(config_path, checkpoint_path, kwargs), global_tokens)
+    `global_positions` gives positions (``call`` is None without them: use the encoder's own graph). The config is
+    read, and the family decided, once (`bert4long.checkpoints.source.resolve_source`)."""
+    source = config_path if isinstance(config_path, Source) else resolve_source(
+        checkpoint_path, config_path, kwargs.pop("model", "bert"))
+    positions = global_positions(source.built_family(), global_tokens)
     if positions:
         kwargs["attention_mask_input"] = True
-    builder = build_transformer_model(config_path, checkpoint_path, return_keras_model=False, **kwargs)
+    builder = build_transformer_model(source, return_keras_model=False, **kwargs)
     encoder = builder.model
     token_inputs = [x for x in encoder.inputs if x.name != "Input-Attention-Mask"]
     if not positions:
