@@ -8,6 +8,7 @@ import tensorflow as tf
 from numpy_bert import read_weights
 from numpy_families import bert_heads, encoder_forward, nezha_relative_table
 
+from bert4long.attention.positions import RelativePositions, RotaryPositions
 from bert4long.families import family
 from bert4long.layers import MultiHeadAttention, RelativePositionEmbedding, SinusoidalPositionEmbedding
 from bert4long.models import build_transformer_model
@@ -129,10 +130,10 @@ def test_nezha_max_relative_position_default_and_config(checkpoints):
     roformer_config = checkpoints["roformer"][0]  # a config without max_relative_position
     nezha = build_transformer_model(roformer_config, model="nezha", return_keras_model=False)
     assert nezha.max_relative_position == 64
-    attention = nezha.model.get_layer("Transformer-0-MultiHeadSelfAttention").get_config()
-    assert attention["position_bias"] == "typical_relative" and attention["max_relative_position"] == 64
+    positions = nezha.model.get_layer("Transformer-0-MultiHeadSelfAttention").positions
+    assert isinstance(positions, RelativePositions) and positions.max_relative_position == 64
     from_config = build_transformer_model(checkpoints["nezha"][0], model="nezha")
-    assert from_config.get_layer("Transformer-1-MultiHeadSelfAttention").max_relative_position == M
+    assert from_config.get_layer("Transformer-1-MultiHeadSelfAttention").positions.max_relative_position == M
     for bad in (0, -3, 2.5, True, "64"):
         with pytest.raises(ValueError, match=r"max_relative_position must be a positive int.*64"):
             build_transformer_model(roformer_config, model="nezha", max_relative_position=bad)
@@ -148,12 +149,12 @@ def test_unsupported_combinations_name_the_fix(checkpoints):
         build_transformer_model(electra_config, model="electra", with_mlm=True)
     long_roformer = build_transformer_model(roformer_config, model="roformer", sequence_length=4 * N)
     assert long_roformer.inputs[0].shape == (None, 4 * N)
-    with pytest.raises(ValueError, match="position_bias must be one of"):
-        MultiHeadAttention(heads=2, head_size=4, position_bias="alibi")
+    with pytest.raises(ValueError, match="position_bias='alibi' names no positions"):   # a saved config's string
+        MultiHeadAttention.from_config({"heads": 2, "head_size": 4, "position_bias": "alibi"})
     with pytest.raises(ValueError, match="positive even size"):
-        MultiHeadAttention(heads=2, head_size=3, position_bias="rotary")
+        MultiHeadAttention(heads=2, head_size=3, positions=RotaryPositions())
     with pytest.raises(ValueError, match=r"key_size \(4\) must equal head_size \(6\)"):
-        MultiHeadAttention(heads=2, head_size=6, key_size=4, position_bias="typical_relative", max_relative_position=8)
+        MultiHeadAttention(heads=2, head_size=6, key_size=4, positions=RelativePositions(8))
 
 
 @pytest.mark.parametrize("name", ["nezha", "roformer"])

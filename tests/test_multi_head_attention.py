@@ -11,6 +11,7 @@ import tensorflow as tf
 
 import bert4long.layers
 from bert4long.attention import FullAttention, MultiHeadAttention, TypicalRelativeAttention, get_attention_kernel
+from bert4long.attention.positions import RelativePositions, RotaryPositions
 
 DATA = pathlib.Path(__file__).parent / "data"
 
@@ -83,7 +84,7 @@ def test_memory_is_attended_and_carries_no_gradient(rng):
     np.testing.assert_allclose(masked_memory, no_memory, atol=1e-6)
 
 
-@pytest.mark.parametrize("option", [dict(position_bias="rotary"), dict(causal=True)])
+@pytest.mark.parametrize("option", [dict(positions=RotaryPositions()), dict(causal=True)])
 def test_memory_refuses_positions_inside_attention(option):
     layer = MultiHeadAttention(heads=2, head_size=4, **option)
     x = np.zeros((1, 5, 8), "float32")
@@ -94,12 +95,15 @@ def test_memory_refuses_positions_inside_attention(option):
 def test_nezha_positions_are_a_registered_kernel():
     kernel = get_attention_kernel("typical_relative", max_relative_position=4)
     assert isinstance(kernel, TypicalRelativeAttention) and isinstance(kernel, FullAttention)
-    layer = MultiHeadAttention(heads=2, head_size=4, position_bias="typical_relative", max_relative_position=4)
+    layer = MultiHeadAttention(heads=2, head_size=4, positions=RelativePositions(4))
     assert isinstance(layer.attention_kernel, TypicalRelativeAttention)
     assert layer.get_config()["attention"] == "full"  # the configuration keeps bert4keras's names
     with pytest.raises(ValueError, match="only attention='full'"):
-        MultiHeadAttention(heads=2, head_size=4, position_bias="typical_relative", max_relative_position=4,
-                           attention="chunked")
+        MultiHeadAttention(heads=2, head_size=4, positions=RelativePositions(4), attention="chunked")
+    saved = {"heads": 2, "head_size": 4, "position_bias": "typical_relative", "max_relative_position": 4}
+    restored = MultiHeadAttention.from_config(saved)   # a config saved with bert4keras's strings
+    assert isinstance(restored.positions, RelativePositions) and restored.positions.max_relative_position == 4
+    assert isinstance(MultiHeadAttention.from_config({**saved, "position_bias": "rotary"}).positions, RotaryPositions)
 
 
 def _rotate_half_reference(x, theta):

@@ -9,7 +9,6 @@ from bert4long.attention.positions import positions_from
 from bert4long.ops.dropout import name_seed
 from bert4long.ops.positions import check_even_dim
 
-POSITION_BIASES = (None, "rotary", "typical_relative")
 GLOBAL_PROJECTIONS = (None, "from_local", "trained")
 
 
@@ -36,16 +35,12 @@ class MultiHeadAttention(keras.layers.Layer):
         attention_config: dict of kernel options.
         causal: mask keys after each query (``application='lm'``).
         kernel_initializer: initializer of the projection kernels.
-        position_bias: position information added inside attention (bert4keras's
-            names): ``None``; ``'rotary'`` (RoFormer: queries and keys rotated by
-            their position before the kernel, so it works with every kernel); or
-            ``'typical_relative'`` (NEZHA: clipped sinusoidal relative embeddings
-            added to the keys and to the values, by the ``'typical_relative'``
-            kernel, `TypicalRelativeAttention`; ``attention='full'`` only, and it
-            holds a ``[length, length, key_size]`` tensor per layer call).
-        max_relative_position: clipping distance of ``'typical_relative'``.
-        positions: a position object of `bert4long.attention.positions` (`RotaryPositions`,
-            `RotateHalfPositions` with its ``theta``, `RelativePositions`), instead of ``position_bias``.
+        positions: position information placed inside attention, a position object of
+            `bert4long.attention.positions` (None: none): `RotaryPositions` (RoFormer: queries and keys rotated by
+            their position before the kernel, so it works with every kernel), `RotateHalfPositions` with its
+            ``theta`` (ModernBERT), or `RelativePositions` (NEZHA: clipped sinusoidal relative embeddings added to
+            the keys and to the values by the ``'typical_relative'`` kernel, `TypicalRelativeAttention`;
+            ``attention='full'`` only, and it holds a ``[length, length, key_size]`` tensor per layer call).
         fused_qkv: one ``qkv`` projection whose output is ``[queries; keys; values]`` (ModernBERT's
             ``Wqkv``; ``key_size`` equals ``head_size``) instead of ``query``, ``key`` and ``value``.
         global_projections: the global query/key/value projections of a kernel with global tokens:
@@ -91,18 +86,12 @@ class MultiHeadAttention(keras.layers.Layer):
         attention_config=None,
         causal=False,
         kernel_initializer="glorot_uniform",
-        position_bias=None,
-        max_relative_position=None,
         positions=None,
         fused_qkv=False,
         global_projections=None,
         **kwargs,
     ):
         super().__init__(**kwargs)
-        if position_bias not in POSITION_BIASES:
-            raise ValueError(f"position_bias must be one of {POSITION_BIASES}, got {position_bias!r}.")
-        if position_bias is not None and positions is not None:
-            raise ValueError(f"Give positions or position_bias, not both (got {positions!r} and {position_bias!r}).")
         self.heads = heads
         self.head_size = head_size
         self.out_dim = out_dim
@@ -113,14 +102,11 @@ class MultiHeadAttention(keras.layers.Layer):
         self.attention_config = dict(attention_config or {})
         self.causal = causal
         self.kernel_initializer = keras.initializers.get(kernel_initializer)
-        self.position_bias = position_bias
-        self.max_relative_position = max_relative_position
         self.positions = keras.saving.deserialize_keras_object(positions) if isinstance(positions, dict) else positions
         self.fused_qkv = fused_qkv
-        self.position_encoding = self.positions or positions_from(position_bias, max_relative_position)
         kernel_config = {"dropout_seed": name_seed(self.name), **self.attention_config}  # per-layer masks
-        if self.position_encoding is not None:
-            attention, extra = self.position_encoding.kernel_for(attention, self.key_size, head_size)
+        if self.positions is not None:
+            attention, extra = self.positions.kernel_for(attention, self.key_size, head_size)
             kernel_config.update(extra)
         self.attention_kernel = get_attention_kernel(
             attention,
@@ -171,8 +157,8 @@ class MultiHeadAttention(keras.layers.Layer):
                 raise ValueError(f"{type(self).__name__}: hidden size {hidden_dim} is not a multiple of "
                                  f"heads={self.heads}.")
             self.head_size = self.key_size = hidden_dim // self.heads
-            if self.position_encoding is not None:
-                check_even_dim(self.head_size, f"{self.position_encoding!r}")
+            if self.positions is not None:
+                check_even_dim(self.head_size, f"{self.positions!r}")
         self._make_global_denses()
         if self.fused_qkv:
             if self.key_size != self.head_size:
@@ -225,8 +211,8 @@ class MultiHeadAttention(keras.layers.Layer):
         x, key_mask = inputs[0], inputs[1]
         bias = inputs[2] if len(inputs) > 2 else None
         q, k, v = self._project(x, memory)
-        if self.position_encoding is not None:
-            q, k = self.position_encoding.rotate(q, k)
+        if self.positions is not None:
+            q, k = self.positions.rotate(q, k)
         if memory is None or isinstance(self.attention_kernel, FullAttention):
             hidden = x if memory is None else None
             global_qkv = self._global_qkv(x, key_mask) if self._global_denses() and memory is None else None
@@ -253,11 +239,11 @@ class MultiHeadAttention(keras.layers.Layer):
 
     def _with_memory(self, x, memory):
         """``[memory; x]``, the memory cut from the gradient (what segment recurrence caches)."""
-        if self.position_encoding is not None or self.causal:
-            position = self.position_encoding and self.position_encoding.name
+        if self.positions is not None or self.causal:
+            position = self.positions and self.positions.name
             raise ValueError(
                 "MultiHeadAttention(memory=...) places the memory before the segment without positions: "
-                f"it supports neither position_bias={position!r} nor causal=True."
+                f"it supports neither positions ({position!r}) nor causal=True."
             )
         return ops.concatenate([ops.stop_gradient(memory), x], axis=1)
 
@@ -280,6 +266,16 @@ class MultiHeadAttention(keras.layers.Layer):
         x_shape = input_shape[0]
         return tuple(x_shape[:-1]) + (self.out_dim or x_shape[-1],)
 
+    @classmethod
+    def from_config(cls, config):
+        """The layer of ``config``; a config saved before positions were objects (bert4keras's ``position_bias``
+        strings, ``'rotary'`` / ``'typical_relative'`` with ``max_relative_position``) gets the object they name."""
+        config = dict(config)
+        bias, max_relative = config.pop("position_bias", None), config.pop("max_relative_position", None)
+        if bias is not None and config.get("positions") is None:
+            config["positions"] = positions_from(bias, max_relative)
+        return cls(**config)
+
     def get_config(self):
         config = super().get_config()
         config.update(
@@ -293,11 +289,9 @@ class MultiHeadAttention(keras.layers.Layer):
             attention_config=self.attention_config,
             causal=self.causal,
             kernel_initializer=keras.initializers.serialize(self.kernel_initializer),
-            position_bias=self.position_bias,
-            max_relative_position=self.max_relative_position,
+            positions=keras.saving.serialize_keras_object(self.positions),
+            fused_qkv=self.fused_qkv,
         )
-        if self.positions is not None or self.fused_qkv:  # (configs saved before these options stay as they were)
-            config.update(positions=keras.saving.serialize_keras_object(self.positions), fused_qkv=self.fused_qkv)
         if self.global_projections is not None:
             config.update(global_projections=self.global_projections)
         return config

@@ -1,8 +1,8 @@
 """Position objects: how `MultiHeadAttention` places positions inside attention (its second plug point).
 
-An object of this module is passed as ``MultiHeadAttention(positions=...)``; the former strings
-``position_bias='rotary'`` / ``'typical_relative'`` (with ``max_relative_position``) make one
-(`positions_from`). Each object
+An object of this module is passed as ``MultiHeadAttention(positions=...)`` (a layer config saved with the former
+strings ``position_bias='rotary'`` / ``'typical_relative'`` loads as the object they name: `positions_from`). Each
+object
 
 * `rotate` s the projected queries and keys ``[batch, length, heads, dim]`` before the kernel (identity
   where the positions enter elsewhere);
@@ -163,9 +163,11 @@ class RelativePositions(_Positions):
 
 
 def positions_from(position_bias, max_relative_position):
-    """The position object of the former strings (bert4keras's names): None, ``'rotary'``, ``'typical_relative'``."""
+    """The position object a layer config saved with the former strings names (bert4keras's names: ``'rotary'``,
+    ``'typical_relative'``)."""
     if position_bias == "rotary":
         return RotaryPositions()
     if position_bias == "typical_relative":
         return RelativePositions(max_relative_position)
-    return None
+    raise ValueError(f"position_bias={position_bias!r} names no positions: a saved layer config holds 'rotary' or "
+                     "'typical_relative'; pass a position object of bert4long.attention.positions as positions=")

@@ -15,7 +15,7 @@ class TypicalRelativeAttention(FullAttention):
     as `FullAttention`, where ``r_ij`` is row ``clip(j - i, -m, m) + m`` of the
     sinusoidal table of ``2m + 1`` rows (`relative_position_embeddings`), computed
     per call (a ``[length, length, head_dim]`` tensor), so any length works.
-    `MultiHeadAttention` uses it for ``position_bias='typical_relative'``; the
+    `MultiHeadAttention` uses it for `RelativePositions` (NEZHA); the
     query/key and value sizes per head must be equal.
 
     Args:

@@ -202,10 +202,14 @@ class Transformer(CheckpointIO):
             attention_config=self.attention_config,
             causal=self.application == "lm",
             kernel_initializer=self.initializer,
-            position_bias=self.position_bias,
-            max_relative_position=self.max_relative_position,
+            positions=self.attention_positions(),
             name=name,
         )
+
+    def attention_positions(self):
+        """The position object placed inside each attention layer (`bert4long.attention.positions`; None: the
+        positions are a table added to the embeddings)."""
+        return None
 
     def attention_inputs(self, x):
         inputs = [x, self.key_mask]
@@ -213,8 +217,7 @@ class Transformer(CheckpointIO):
             inputs.append(self.attention_bias)
         return inputs
 
-    position_bias = None  # positions inside attention: 'rotary' (RoFormer), 'typical_relative' (NEZHA)
-    max_relative_position = None
+    max_relative_position = None   # NEZHA's clipping distance (its config key)
     shared_block = False  # one block read by every layer (ALBERT)
 
 

@@ -6,12 +6,13 @@
 >>> "Embedding-Position" in [layer.name for layer in model.layers]  # no position table
 False
 """
+from bert4long.attention.positions import RelativePositions, RotaryPositions
 from bert4long.models import BERT
 from bert4long.ops.positions import check_max_relative_position
 
 
 class RelativePositionBERT(BERT):
-    """Base of BERT variants whose positions enter inside attention (`Transformer.position_bias`).
+    """Base of BERT variants whose positions enter inside attention (`Transformer.attention_positions`).
 
     They have no position table, so no length limit (``max_position`` is unused),
     and their checkpoints are the Google BERT layout without
@@ -23,7 +24,7 @@ class RelativePositionBERT(BERT):
             if kwargs.get(option):
                 raise ValueError(
                     f"model={self.family.name!r} has no position table, so {option} does not apply: "
-                    f"its {self.position_bias!r} positions already place any length. Drop {option}."
+                    f"its positions inside attention already place any length. Drop {option}."
                 )
         sequence_length = kwargs.pop("sequence_length", None)  # any length: skip the position-table check
         super().__init__(**kwargs)
@@ -43,7 +44,7 @@ class NEZHA(RelativePositionBERT):
 
     Each attention layer adds sinusoidal embeddings of the clipped distance
     ``clip(j - i, -m, m)`` to the keys and to the values
-    (``position_bias='typical_relative'``), which only ``attention='full'``
+    (`RelativePositions`, the ``'typical_relative'`` kernel), which only ``attention='full'``
     computes. Checkpoint layout: huawei-noah NEZHA-TensorFlow, i.e. Google BERT
     names without position embeddings.
 
@@ -61,18 +62,19 @@ class NEZHA(RelativePositionBERT):
     Reference: Wei et al., NEZHA (2019), https://arxiv.org/abs/1909.00204.
     """
 
-    position_bias = "typical_relative"
-
     def __init__(self, max_relative_position=64, **kwargs):
         super().__init__(**kwargs)
         self.max_relative_position = check_max_relative_position(max_relative_position)
+
+    def attention_positions(self):
+        return RelativePositions(self.max_relative_position)
 
 
 class RoFormer(RelativePositionBERT):
     """RoFormer (ZhuiyiTechnology): rotary position embedding on queries and keys.
 
     Queries and keys are rotated by their position before the attention kernel
-    (``position_bias='rotary'``), so every ``attention=`` kernel works with it.
+    (`RotaryPositions`), so every ``attention=`` kernel works with it.
     Checkpoint layout: Google BERT names (``bert/...``, pooler and ``cls/`` heads)
     without position embeddings.
 
@@ -84,4 +86,5 @@ class RoFormer(RelativePositionBERT):
     Reference: Su et al., RoFormer (2021), https://arxiv.org/abs/2104.09864.
     """
 
-    position_bias = "rotary"
+    def attention_positions(self):
+        return RotaryPositions()
