@@ -102,7 +102,7 @@ def hierarchical_rows(table, length):
     import keras
     import numpy as np
 
-    from bert4long.layers.position_extension import hierarchical_table
+    from bert4long.ops.position_extension import hierarchical_table
     from bert4long.position_alpha import DEFAULT_ALPHA
 
     rows = hierarchical_table(keras.ops.convert_to_tensor(table), DEFAULT_ALPHA, keras.ops.arange(length))

@@ -31,7 +31,7 @@ _PUBLIC = {"MissingCheckpointVariableError": "bert4long.checkpoints.tf_format",
 # Keras registers a class when its module runs: these modules and every family's builder module import every
 # one that defines a class.
 _REGISTERING = ("bert4long.attention", "bert4long.layers", "bert4long.models.masked_lm", "bert4long.optimizers",
-                "bert4long.recurrence", "bert4long.training.finetune")
+                "bert4long.models.recurrence", "bert4long.training.finetune")
 __all__ = sorted(_PUBLIC) + ["register_keras_classes"]
 
 

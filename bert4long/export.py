@@ -23,7 +23,7 @@ from collections.abc import Sequence
 import keras
 
 from bert4long.models.checked import input_limits
-from bert4long.outputs import OutputFolder
+from bert4long.output_folders import OutputFolder
 from bert4long.tensorflow_only import require_tensorflow
 from bert4long.tokenizers.wordpiece import Tokenizer
 
@@ -159,7 +159,7 @@ def export_saved_model(
 
     The folder is staged and moved into place when complete, with the usual
     permissions (umask). An ``export_dir`` that holds anything is refused, except
-    an earlier export with ``overwrite=True`` (`bert4long.outputs.OutputFolder`).
+    an earlier export with ``overwrite=True`` (`bert4long.output_folders.OutputFolder`).
     ``max_length`` caps the tokens per request
     (default: what the model can place, None for unlimited rotary/relative
     positions); a lower cap bounds a request's memory.

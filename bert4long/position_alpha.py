@@ -2,7 +2,7 @@
 
 ``q[i*n + j] = alpha*u[i] + (1 - alpha)*u[j]`` with ``u = (p - alpha*p[0]) / (1 - alpha)`` (Su, 2020) places
 up to ``n*n`` positions for any alpha in (0, 1) except 0.5; Su's choice is 0.4 (the position study also read
-0.6 and 0.8: docs/results.md). The library (`bert4long.layers.position_extension.validate_alpha`), the record a
+0.6 and 0.8: docs/results.md). The library (`bert4long.ops.position_extension.validate_alpha`), the record a
 config carries (`bert4long.checkpoints.position_record`) and the command line (``--hierarchical-position``, ``extend
 --alpha``) all ask this module, which imports nothing, so ``bert4long --help`` starts no TensorFlow.
 

@@ -3,7 +3,7 @@
 The model, its layers and attention kernels, Hugging Face folders, ``predict`` and ``fit`` run on every Keras 3
 backend (``KERAS_BACKEND`` tensorflow, jax or torch). TensorFlow is the point of a few features: SavedModel
 export (`bert4long.export`), raw-text serving (`bert4long.text_serving`), the ``tf.data`` pipelines
-(`bert4long.data.pipeline`), ``tf.distribute`` (`bert4long.distribute`) and the command's training and export
+(`bert4long.data.pipeline`), ``tf.distribute`` (`bert4long.training.distribute`) and the command's training and export
 commands. Each refuses through `require_tensorflow` before it starts TensorFlow, so a machine without TensorFlow
 hears what to do in one line rather than a traceback from ``import tensorflow``; a Google TF checkpoint says so
 when it is read or written (`bert4long.checkpoints.tf_format`).

@@ -87,7 +87,7 @@ def encoder_for(strategy, args, length):
     import tensorflow as tf
 
     from bert4long.models import build_transformer_model
-    from bert4long.recurrence import SegmentRecurrentEncoder
+    from bert4long.models.recurrence import SegmentRecurrentEncoder
 
     if strategy in args.folders:
         return tf.function(folder_encoder(args.folders[strategy], length), reduce_retracing=True)

@@ -55,7 +55,7 @@ import numpy as np
 
 from benchmarks.common import ROOT, load_json, machine_stamp, print_table, write_json
 from benchmarks.finetune_lengths import MINILM_MLM, peak_rss_gb, speeches, split, timed_finetune
-from bert4long.outputs import folder_bytes
+from bert4long.output_folders import folder_bytes
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 

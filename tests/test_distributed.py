@@ -29,7 +29,7 @@ SCRIPT = textwrap.dedent("""
         worker_strategy = tf.distribute.MultiWorkerMirroredStrategy()
     import keras, numpy as np
     from bert4long.data.masking import MLMMasker
-    from bert4long.distribute import get_strategy
+    from bert4long.training.distribute import get_strategy
     from bert4long.training import build_mlm_model, compile_mlm, mlm_batches
     from bert4long.training.loop import fit_distributed, needs_custom_loop
 

@@ -10,7 +10,7 @@ import re
 import pytest
 
 from bert4long.cli import build_parser, main
-from bert4long.outputs import MARKER
+from bert4long.output_folders import MARKER
 from bert4long.precision import default_precision
 from bert4long.training.metrics_record import MetricsRecord
 

@@ -5,17 +5,17 @@ below, never above. Imports inside functions (lazy imports) count too: a lazy
 import only hides a cycle, it does not remove it.
 
     level  room            modules
-    0      foundations     bert4long.ops, bert4long.outputs, bert4long.tokenizers, bert4long.tf_startup,
+    0      foundations     bert4long.ops, bert4long.output_folders, bert4long.tokenizers,
                            bert4long.tensorflow_only, bert4long.lazy_names, bert4long.kernel_names,
                            bert4long.pretrained, bert4long.position_alpha, bert4long.rope_scaling, bert4long.precision,
                            bert4long.families (the table)
     1      attention       bert4long.attention (kernels and MultiHeadAttention)
     2      layers          bert4long.layers
     3      checkpoints     bert4long.checkpoints (both formats in and out, configs, Source, extend)
-    4      models          bert4long.models (the builders) and every other top-level module: recurrence,
+    4      models          bert4long.models (the builders, segment recurrence) and every other top-level module:
                            the bert4keras facade (backend, snippets), optimizers
     5      pipelines       bert4long.data, bert4long.training, bert4long.export,
-                           bert4long.text_serving, bert4long.distribute, bert4long.prediction
+                           bert4long.text_serving, bert4long.prediction
     6      entry points    bert4long.cli, bert4long (the package's __init__)
 
 A new module is placed by its prefix: the longest prefix in `LEVELS` wins, and
@@ -32,8 +32,7 @@ PACKAGE = pathlib.Path(__file__).resolve().parents[1] / "bert4long"
 
 LEVELS = {
     "bert4long.ops": 0,
-    "bert4long.outputs": 0,
-    "bert4long.tf_startup": 0,
+    "bert4long.output_folders": 0,
     "bert4long.tensorflow_only": 0,
     "bert4long.precision": 0,
     "bert4long.lazy_names": 0,
@@ -50,7 +49,6 @@ LEVELS = {
     "bert4long.training": 5,
     "bert4long.export": 5,
     "bert4long.text_serving": 5,
-    "bert4long.distribute": 5,
     "bert4long.prediction": 5,
     "bert4long.cli": 6,
     "bert4long": 6,  # the package itself (bert4long/__init__.py)

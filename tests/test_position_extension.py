@@ -72,7 +72,7 @@ def test_one_extension_object_from_builder_to_layer(tiny_bert, rng):
     """The builder validates the options once into a `PositionExtension` the layer uses; the layer's config
     keeps today's keys, and a config saved before the object existed loads to the same extension."""
     from bert4long.layers import PositionEmbedding
-    from bert4long.layers.position_extension import PositionExtension
+    from bert4long.ops.position_extension import PositionExtension
 
     config_path, checkpoint_path, _ = tiny_bert
     builder = build_transformer_model(config_path, checkpoint_path, hierarchical_position=0.3, return_keras_model=False)

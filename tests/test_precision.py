@@ -78,7 +78,7 @@ def test_auto_leaves_xla_out_of_long_float32_steps_on_a_cpu(monkeypatch, capsys)
 
 
 def test_under_a_tpu_strategy_auto_is_bfloat16_with_xla_whatever_the_host_cpu(monkeypatch, capsys):
-    from bert4long import distribute
+    from bert4long.training import distribute
 
     monkeypatch.setattr(precision, "has_gpu", lambda: False)
     monkeypatch.setattr(precision, "bfloat16_units", lambda: None)   # the host CPU alone would say float32

@@ -5,7 +5,7 @@ import pytest
 import tensorflow as tf
 
 from bert4long.models import build_transformer_model
-from bert4long.recurrence import SegmentRecurrentEncoder
+from bert4long.models.recurrence import SegmentRecurrentEncoder
 
 LENGTH = 40  # > 16 trained positions: hierarchical positions place every token at its true position
 

@@ -15,7 +15,7 @@ import tensorflow as tf
 import bert4long
 from bert4long.checkpoints.tf_format import CheckpointReader, write_checkpoint
 from bert4long.cli import main
-from bert4long.outputs import MARKER, OutputFolder, atomic_write
+from bert4long.output_folders import MARKER, OutputFolder, atomic_write
 from bert4long.testing import write_tiny_checkpoint
 from bert4long.training import RunDirectory, resume
 

@@ -10,7 +10,7 @@ import time
 import pytest
 
 from bert4long.cli import main
-from bert4long.outputs import MARKER
+from bert4long.output_folders import MARKER
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from safety_files import snapshot

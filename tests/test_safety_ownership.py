@@ -16,7 +16,7 @@ import pytest
 from bert4long import pretrained
 from bert4long.cli import main
 from bert4long.data.corpus import Corpus, save_corpus_cache
-from bert4long.outputs import MARKER, atomic_write
+from bert4long.output_folders import MARKER, atomic_write
 from bert4long.testing import write_tiny_checkpoint
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -134,7 +134,7 @@ def test_names_that_look_like_bert4longs_are_the_users(tiny_bert, corpus, run, t
 # recorded with its inode.
 KILLED = """
 import contextlib, os, sys
-from bert4long.outputs import OutputFolder, temporary
+from bert4long.output_folders import OutputFolder, temporary
 
 run = sys.argv[1]
 output = OutputFolder(run, "pretrain", resume=True)

@@ -16,7 +16,7 @@ import tensorflow as tf
 
 from bert4long.cli import main
 from bert4long.data.masking import MLMMasker
-from bert4long.outputs import MARKER
+from bert4long.output_folders import MARKER
 from bert4long.training import (
     RunDirectory,
     RunInProgress,

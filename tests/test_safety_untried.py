@@ -19,7 +19,7 @@ import pytest
 import tensorflow as tf
 
 from bert4long.cli import main
-from bert4long.outputs import MARKER
+from bert4long.output_folders import MARKER
 from bert4long.training.lock import LOCK_NAME
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))

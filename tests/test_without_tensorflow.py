@@ -22,7 +22,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BLOCKED = "import sys; sys.modules['tensorflow'] = None; "   # what a machine without TensorFlow answers to its import
 TOL = 1e-5
 LENGTHS = {"roberta": 160, "modernbert": 100}   # RoBERTa: 64 trained positions, hierarchical; ModernBERT: 128
-TENSORFLOW_MODULES = ("bert4long.export", "bert4long.text_serving", "bert4long.data.pipeline", "bert4long.distribute")
+TENSORFLOW_MODULES = ("bert4long.export", "bert4long.text_serving", "bert4long.data.pipeline", "bert4long.training.distribute")
 
 
 def install_commands():

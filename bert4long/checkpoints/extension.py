@@ -10,8 +10,8 @@ import shutil
 
 from bert4long.checkpoints.position_record import RECORD_KEY, describe, position_record, reads_alike, recorded_extension
 from bert4long.checkpoints.tf_format import write_checkpoint
-from bert4long.layers.position_extension import PositionExtension
-from bert4long.outputs import OutputFolder
+from bert4long.ops.position_extension import PositionExtension
+from bert4long.output_folders import OutputFolder
 from bert4long.position_alpha import DEFAULT_ALPHA
 
 POSITION_VARIABLE = "bert/embeddings/position_embeddings"
@@ -38,7 +38,7 @@ def extend_checkpoint(config_path, checkpoint_path, method, max_position, out_di
     (recorded in its config) is refused unless ``override_position_extension``: the new rows would differ
     from the ones it was trained to read.
     ``out_dir`` must be new or empty (or an earlier output, with ``overwrite=True``),
-    and not the source's folder; it appears only when complete (`bert4long.outputs.OutputFolder`).
+    and not the source's folder; it appears only when complete (`bert4long.output_folders.OutputFolder`).
     Returns ``(config_path, checkpoint_prefix)``.
 
     Example:

@@ -227,7 +227,7 @@ def convert_huggingface_folder(folder, out_dir, overwrite=False):
 
     Returns ``(config_path, checkpoint_prefix)``; the checkpoint uses the original Google names.
     ``out_dir`` must be new or empty (or an earlier output, with ``overwrite=True``),
-    and not ``folder``; it appears only when complete (`bert4long.outputs.OutputFolder`).
+    and not ``folder``; it appears only when complete (`bert4long.output_folders.OutputFolder`).
 
     Example:
     >>> from bert4long.checkpoints.huggingface import convert_huggingface_folder
@@ -236,7 +236,7 @@ def convert_huggingface_folder(folder, out_dir, overwrite=False):
     import shutil
 
     from bert4long.checkpoints.tf_format import write_checkpoint
-    from bert4long.outputs import OutputFolder
+    from bert4long.output_folders import OutputFolder
 
     config = read_huggingface_config(folder)
     reader = open_huggingface_folder(folder)

@@ -36,7 +36,7 @@ from bert4long.checkpoints.tf_format import (
     write_checkpoint,
 )
 from bert4long.families import CONFIG_KEYS, family_of_builder
-from bert4long.outputs import write_text_atomically
+from bert4long.output_folders import write_text_atomically
 
 LAYER_NAME = re.compile(r"^(?:bert|electra)/encoder/layer_(\d+)/")
 # Settings the weights' shapes may not reveal: {bert4long name in a stored config: builder attribute}

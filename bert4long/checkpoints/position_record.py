@@ -19,7 +19,7 @@ silently switched on: pass it the recorded alpha yourself); transformers' ``Pret
 keys as attributes.
 """
 from bert4long.checkpoints.json_values import integer_problem
-from bert4long.layers.position_extension import EXTENSION_METHODS, PositionExtension, validate_alpha
+from bert4long.ops.position_extension import EXTENSION_METHODS, PositionExtension, validate_alpha
 from bert4long.position_alpha import ALPHA_RANGE, DEFAULT_ALPHA, alpha_problem
 
 # The config key that holds the record.
@@ -52,7 +52,7 @@ def position_record(extension, trained_positions, materialized=False):
     """The record of ``extension`` over a table of ``trained_positions`` rows (None: no extension to record).
 
     Example:
-    >>> from bert4long.layers.position_extension import PositionExtension
+    >>> from bert4long.ops.position_extension import PositionExtension
     >>> from bert4long.checkpoints.position_record import position_record
     >>> position_record(PositionExtension("hierarchical", alpha=0.3), 512)
     {'method': 'hierarchical', 'alpha': 0.3, 'trained_positions': 512}
@@ -138,7 +138,7 @@ def check_record(config, source):
 def describe(extension):
     """``extension`` in words, for messages.
 
-    >>> from bert4long.layers.position_extension import PositionExtension
+    >>> from bert4long.ops.position_extension import PositionExtension
     >>> describe(PositionExtension("hierarchical", alpha=0.3)), describe(PositionExtension())
     ('hierarchical (alpha 0.3)', 'none (the trained positions only)')
     """

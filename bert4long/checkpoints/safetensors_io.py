@@ -13,7 +13,7 @@ import os
 import numpy as np
 
 from bert4long.checkpoints.tf_format import WeightReader, check_finite
-from bert4long.outputs import atomic_write, write_text_atomically
+from bert4long.output_folders import atomic_write, write_text_atomically
 
 WEIGHT_FILENAME = "model.safetensors"
 

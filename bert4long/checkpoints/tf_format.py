@@ -16,7 +16,7 @@ import os
 
 import numpy as np
 
-from bert4long.outputs import is_disk_full, note_written, temporary
+from bert4long.output_folders import is_disk_full, note_written, temporary
 from bert4long.tensorflow_only import TensorFlowRequired
 
 OPTIMIZER_SLOT_SUFFIXES = ("/adam_m", "/adam_v", "/Adam", "/Adam_1", "/LAMB", "/LAMB_1")

@@ -11,7 +11,7 @@ the checkpoint's `Source`, the model options, the output folder); the command ge
 read only, and that `Resolved`. Run ``bert4long COMMAND --help`` for its options.
 
 The command, not the library, quiets TensorFlow: its start-up logs are parked
-(`bert4long.tf_startup`) and Keras's and TensorFlow's Python warnings hidden unless
+(`bert4long.cli.tf_startup`) and Keras's and TensorFlow's Python warnings hidden unless
 ``--verbose`` (or ``TF_CPP_MIN_LOG_LEVEL`` below 3) asks for them.
 """
 import argparse
@@ -41,8 +41,8 @@ from bert4long.cli.mlm import (
 from bert4long.cli.output_guard import TRAINING_COMMANDS, holding
 from bert4long.cli.predict import add_predict_arguments, check_predict_arguments, run_predict
 from bert4long.cli.resolved import fill_defaults, resolve
+from bert4long.cli.tf_startup import BackendMissing, quiet, show_tensorflow_logs, start_keras_quietly
 from bert4long.tensorflow_only import TensorFlowRequired, require_tensorflow
-from bert4long.tf_startup import BackendMissing, quiet, show_tensorflow_logs, start_keras_quietly
 from bert4long.training.interrupt import TrainingInterrupted, sigterm_stops
 
 COMMANDS = {
@@ -113,7 +113,7 @@ def given_options(command_parser, argv):
 def _multiworker_strategy():
     """Make the process's `tf.distribute.MultiWorkerMirroredStrategy` before TensorFlow starts (`get_strategy`
     returns it from then on)."""
-    from bert4long.distribute import get_strategy
+    from bert4long.training.distribute import get_strategy
 
     get_strategy("multiworker")
 

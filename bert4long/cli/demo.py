@@ -225,7 +225,7 @@ def run_demo(args, resolved):
 
     from bert4long.cli.run_folder import copy_tokenizer, start_writing
     from bert4long.data.packing import pack_documents
-    from bert4long.outputs import folder_bytes, write_text_atomically
+    from bert4long.output_folders import folder_bytes, write_text_atomically
     from bert4long.training import masker_for
     from bert4long.training.position_eval import REGIONS
 

@@ -30,7 +30,7 @@ from bert4long.cli.run_folder import (
     saved_line,
     start_writing,
 )
-from bert4long.outputs import remove_written, write_text_atomically
+from bert4long.output_folders import remove_written, write_text_atomically
 from bert4long.prediction import model_inputs
 from bert4long.training.metrics_record import MetricsRecord, earlier_scores
 
@@ -409,7 +409,6 @@ def run_finetune(args, resolved):
     `bert4long.cli.resolved.Resolved`)."""
     import keras
 
-    from bert4long.distribute import get_strategy
     from bert4long.training import (
         build_classifier,
         build_token_labeller,
@@ -417,6 +416,7 @@ def run_finetune(args, resolved):
         fit_resumable,
         make_optimizer,
     )
+    from bert4long.training.distribute import get_strategy
     from bert4long.training.loop import TrainingDiverged
     from bert4long.training.metrics import EpochScores
 

@@ -29,7 +29,7 @@ from bert4long.cli.run_folder import (
 )
 from bert4long.data.holdout import hold_out
 from bert4long.data.packing import pack_for
-from bert4long.outputs import write_text_atomically
+from bert4long.output_folders import write_text_atomically
 from bert4long.training.model_file import save_final_model
 
 
@@ -163,7 +163,6 @@ def run_pretrain(args, resolved):
     """``bert4long pretrain`` (the main job when ``resolved.demo``), on options `check_pretrain_arguments` checked."""
     import keras
 
-    from bert4long.distribute import get_strategy, is_chief
     from bert4long.training import (
         build_mlm_model,
         compile_mlm,
@@ -174,6 +173,7 @@ def run_pretrain(args, resolved):
         mlm_batches,
         takes_segment_ids,
     )
+    from bert4long.training.distribute import get_strategy, is_chief
 
     if resolved.demo:
         from bert4long.cli.demo import run_demo

@@ -162,9 +162,9 @@ def training_path(args, strategy):
     """``(precision, jit_compile)`` of a training command under the `tf.distribute` ``strategy``: --precision and
     --no-xla, with auto resolved by `bert4long.precision` (XLA too, unless --no-xla), said in one printed line.
     Under a TPU strategy auto is bfloat16 with XLA, whatever the host CPU has; XLA is left out, and the line says
-    why, where the strategy's devices cannot run it (`bert4long.distribute.xla_left_out`)."""
-    from bert4long.distribute import is_tpu, xla_left_out
+    why, where the strategy's devices cannot run it (`bert4long.training.distribute.xla_left_out`)."""
     from bert4long.precision import default_jit_compile, default_precision, path_line
+    from bert4long.training.distribute import is_tpu, xla_left_out
 
     chosen, seq_len = args.precision == "auto", getattr(args, "seq_len", None)
     if is_tpu(strategy):
@@ -264,7 +264,7 @@ def resolve_model_options(args, source, seq_len=None):
 
 def _check_placeable(args, options, source, seq_len, max_position):
     """Refuse a --seq-len beyond the positions the model will place, naming the option that reaches it."""
-    from bert4long.layers.position_extension import PositionExtension
+    from bert4long.ops.position_extension import PositionExtension
 
     if args.rope_scaling is not None:
         scaling = resolve_rope_scaling(args.rope_scaling, max_position, "--rope-scaling")

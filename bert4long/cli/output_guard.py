@@ -3,7 +3,7 @@ import contextlib
 import json
 import os
 
-from bert4long.outputs import OutputFolder, check_output_file
+from bert4long.output_folders import OutputFolder, check_output_file
 from bert4long.training.lock import RunLock
 
 # What each writing command reads (attribute names of its options): --out may not be, hold or sit in these.

@@ -9,7 +9,7 @@ import sys
 from bert4long.cli.inputs import ChosenTokenizer, check_checkpoint, check_utf8, choose_tokenizer
 from bert4long.cli.options import add_reading_arguments, positive_int, window_length
 from bert4long.cli.run_folder import load_run_model, read_run_settings
-from bert4long.outputs import atomic_write, write_text_atomically
+from bert4long.output_folders import atomic_write, write_text_atomically
 from bert4long.prediction import model_inputs, sigmoid
 
 # Where a labelled input holds its gold answer, and where the output line puts the prediction, by task.

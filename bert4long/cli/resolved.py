@@ -31,7 +31,7 @@ class Resolved:
             checkpoint).
         model: the `bert4long.cli.options.ModelOptions` the model is built with (None for a command that builds
             none from the model options).
-        output: the `bert4long.outputs.OutputFolder` a training run writes (None for other commands, and on a worker
+        output: the `bert4long.output_folders.OutputFolder` a training run writes (None for other commands, and on a worker
             that writes nothing).
     """
 

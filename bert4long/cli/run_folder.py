@@ -6,7 +6,7 @@ import os
 import shutil
 
 from bert4long.checkpoints.json_values import integer_problem
-from bert4long.outputs import atomic_write
+from bert4long.output_folders import atomic_write
 
 # Options that change what a training step does: a resume must keep them (or be told --accept-changes).
 TRAINING_SETTINGS = ("accumulate", "weight_decay", "clipnorm", "warmup_steps", "precision")

@@ -32,7 +32,7 @@ import pathlib
 
 import numpy as np
 
-from bert4long.outputs import atomic_write
+from bert4long.output_folders import atomic_write
 
 LOGGER = logging.getLogger("bert4long.data")
 FORMATS = ("auto", "file", "paragraphs", "jsonl")

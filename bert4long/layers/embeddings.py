@@ -2,9 +2,9 @@
 import keras
 from keras import ops
 
-from bert4long.layers.position_extension import PositionExtension
 from bert4long.layers.range_checks import checked_ids, poison_rows
 from bert4long.ops.checks import checked
+from bert4long.ops.position_extension import PositionExtension
 from bert4long.position_alpha import DEFAULT_ALPHA
 
 MERGE_MODES = ("add", "mul", "zero", "concat")
@@ -84,7 +84,7 @@ class PositionEmbedding(keras.layers.Layer):
             to ``n*n`` positions by hierarchical decomposition
             (Su, "Hierarchical decomposition position encoding", 2020).
         extension: ``None``, ``'hierarchical'``, ``'copy'`` or ``'interpolate'``
-            (see `bert4long.layers.position_extension`); ``hierarchical=alpha``
+            (see `bert4long.ops.position_extension`); ``hierarchical=alpha``
             implies ``'hierarchical'``.
         extension_length: target length for ``'interpolate'`` (required) and an
             optional cap for the other methods.

@@ -33,11 +33,11 @@ from bert4long.layers import (
 )
 from bert4long.layers.activations import get_activation
 from bert4long.layers.nodes import Add
-from bert4long.layers.position_extension import PositionExtension
 from bert4long.lazy_names import lazy_getattr
 from bert4long.models.checked import CheckedModel
 from bert4long.models.masked_lm import MaskedLMModel
 from bert4long.ops.dropout import Recompute, SeededDropout, name_seed
+from bert4long.ops.position_extension import PositionExtension
 
 APPLICATIONS = ("encoder", "lm", "unilm")
 

@@ -41,7 +41,7 @@ class RobertaPositionIds(keras.layers.Layer):
     def call(self, token_ids):
         length = token_ids.shape[1] if token_ids.shape[1] is not None else ops.shape(token_ids)[1]
         message = (f"Sequence of {{}} tokens is longer than the {self.max_length} positions this model was trained "
-                   "with: split the document into chunks (or read it with bert4long.recurrence), or truncate it.")
+                   "with: split the document into chunks (or read it with bert4long.models.recurrence), or truncate it.")
         if self.max_length is not None and isinstance(length, int) and length > self.max_length:
             raise ValueError(message.format(length))
         if self.max_length is not None and not isinstance(length, int):
@@ -109,7 +109,7 @@ class Longformer(HuggingFaceFamily, BERT):
             raise ValueError(
                 f"sequence_length={sequence_length} is longer than the {max_position} positions this Longformer "
                 "was trained with (max_position_embeddings minus pad_token_id + 1). Split the text into chunks, "
-                "read it with bert4long.recurrence.SegmentRecurrentEncoder, or truncate it."
+                "read it with bert4long.models.recurrence.SegmentRecurrentEncoder, or truncate it."
             )
         super().__init__(**kwargs)
         self.attention_window = windows

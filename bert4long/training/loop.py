@@ -14,7 +14,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from bert4long.outputs import check_unlinked, note_written
+from bert4long.output_folders import check_unlinked, note_written
 from bert4long.training.interrupt import (
     TrainingInterrupted,
     signal_name,

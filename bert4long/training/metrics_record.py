@@ -11,7 +11,7 @@ import json
 import os
 
 from bert4long.checkpoints.json_values import integer_problem
-from bert4long.outputs import write_text_atomically
+from bert4long.output_folders import write_text_atomically
 from bert4long.prediction import predicted_ids, sigmoid
 from bert4long.training.model_file import save_final_model, weights_only
 

@@ -1,6 +1,6 @@
 """The model file a run leaves for use: its weights in a ``.keras`` file, written atomically (read back, range-checked,
 by `bert4long.cli.run_folder.load_final_model`)."""
-from bert4long.outputs import atomic_write
+from bert4long.output_folders import atomic_write
 
 
 def weights_only(model):

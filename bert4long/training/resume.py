@@ -6,12 +6,12 @@ Layout under ``out_dir/checkpoints/``::
     latest                                           name of the newest complete one
 
 A state is written into a new hidden temporary folder (``.tmp-step-*``, made by
-`bert4long.outputs.temporary`) and renamed into place only when complete, and
+`bert4long.output_folders.temporary`) and renamed into place only when complete, and
 ``latest`` is replaced atomically afterwards, so neither a ``kill -9`` nor a full
 disk during a write can leave a partial state where `RunDirectory.restore` looks.
 ``run.json`` records the model configuration; resuming with a different one is
 refused. Old states are pruned only while the output folder's record says bert4long
-wrote them (`bert4long.outputs.remove_written`).
+wrote them (`bert4long.output_folders.remove_written`).
 """
 import errno
 import hashlib
@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 import tensorflow as tf
 
-from bert4long.outputs import is_disk_full, note_written, remove_written, temporary, write_text_atomically
+from bert4long.output_folders import is_disk_full, note_written, remove_written, temporary, write_text_atomically
 
 POINTER = "latest"
 

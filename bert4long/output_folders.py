@@ -73,7 +73,7 @@ def atomic_write(path, write, suffix=""):
 
     Example:
     >>> import os, tempfile
-    >>> from bert4long.outputs import atomic_write
+    >>> from bert4long.output_folders import atomic_write
     >>> path = os.path.join(tempfile.mkdtemp(), "notes.txt")
     >>> atomic_write(path, lambda tmp: open(tmp, "w").write("done"))
     >>> open(path).read()
@@ -200,7 +200,7 @@ def check_output_file(path, inputs=(), overwrite=True):
     exists already (unless ``overwrite``).
 
     Example:
-    >>> from bert4long.outputs import check_output_file
+    >>> from bert4long.output_folders import check_output_file
     >>> check_output_file("predictions.jsonl", inputs=["documents.jsonl"])
     """
     real = os.path.realpath(os.fspath(path))
@@ -373,7 +373,7 @@ class OutputFolder:
 
     Example:
     >>> import os, tempfile
-    >>> from bert4long.outputs import OutputFolder
+    >>> from bert4long.output_folders import OutputFolder
     >>> out = os.path.join(tempfile.mkdtemp(), "served")
     >>> with OutputFolder(out, "export") as staging:
     ...     _ = open(os.path.join(staging, "saved_model.pb"), "w").write("...")

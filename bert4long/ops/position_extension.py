@@ -67,7 +67,7 @@ def extended_rows(embeddings, position_ids, method=None, alpha=None, length=None
 
     Example:
     >>> import numpy as np
-    >>> from bert4long.layers.position_extension import extended_rows
+    >>> from bert4long.ops.position_extension import extended_rows
     >>> table = np.random.rand(4, 2).astype("float32")
     >>> rows = extended_rows(table, np.arange(10), "copy")
     >>> bool(np.allclose(rows[5], table[1]))
@@ -100,7 +100,7 @@ class PositionExtension:
 
     Example:
     >>> import numpy as np
-    >>> from bert4long.layers.position_extension import PositionExtension
+    >>> from bert4long.ops.position_extension import PositionExtension
     >>> extension = PositionExtension("hierarchical", alpha=0.3)
     >>> extension.capacity(512), extension.table(np.ones((4, 2), "float32"), 10).shape
     (262144, (10, 2))
@@ -123,7 +123,7 @@ class PositionExtension:
         (a method, None or ``'none'``) and ``position_extension_length`` ask for; conflicting options are refused.
 
         Example:
-        >>> from bert4long.layers.position_extension import PositionExtension
+        >>> from bert4long.ops.position_extension import PositionExtension
         >>> PositionExtension.from_options(hierarchical=True)
         PositionExtension('hierarchical', alpha=0.4, length=None)
         """

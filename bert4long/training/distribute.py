@@ -20,7 +20,7 @@ import os
 
 from bert4long.tensorflow_only import require_tensorflow
 
-require_tensorflow("bert4long.distribute chooses tf.distribute strategies",
+require_tensorflow("bert4long.training.distribute chooses tf.distribute strategies",
                    "spread a model over devices with keras.distribution (DataParallel, ModelParallel: Keras's API on JAX)")
 
 import tensorflow as tf  # noqa: E402 -- below the refusal, which speaks where TensorFlow is not installed
@@ -33,7 +33,7 @@ def get_strategy(name="none", tpu_address="local"):
     """The `tf.distribute.Strategy` called ``name`` (see module docstring).
 
     Example:
-    >>> from bert4long.distribute import get_strategy
+    >>> from bert4long.training.distribute import get_strategy
     >>> strategy = get_strategy("none")
     >>> strategy.num_replicas_in_sync
     1
@@ -82,7 +82,7 @@ def xla_left_out(strategy):
     "tf.Variable on a different device"). One device, GPUs and TPUs compile.
 
     Example:
-    >>> from bert4long.distribute import get_strategy, xla_left_out
+    >>> from bert4long.training.distribute import get_strategy, xla_left_out
     >>> xla_left_out(get_strategy("none")) is None
     True
     """

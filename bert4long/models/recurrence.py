@@ -39,7 +39,7 @@ class SegmentRecurrentEncoder(keras.layers.Layer):
     Example:
     >>> import numpy as np, tempfile
     >>> from bert4long.models import build_transformer_model
-    >>> from bert4long.recurrence import SegmentRecurrentEncoder
+    >>> from bert4long.models.recurrence import SegmentRecurrentEncoder
     >>> from bert4long.testing import write_tiny_checkpoint
     >>> config, ckpt, _ = write_tiny_checkpoint(tempfile.mkdtemp())
     >>> bert = build_transformer_model(config, ckpt, hierarchical_position=True)

@@ -78,7 +78,7 @@ def start_keras_quietly(before_devices=None):
     package is not installed raises `BackendMissing` (one line) rather than Keras's import traceback.
 
     Example:
-    >>> from bert4long.tf_startup import start_keras_quietly
+    >>> from bert4long.cli.tf_startup import start_keras_quietly
     >>> start_keras_quietly()
     >>> import sys; "tensorflow" in sys.modules
     True
