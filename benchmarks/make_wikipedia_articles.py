@@ -1,6 +1,6 @@
 """How the shipped Wikipedia articles (`bert4long.pretrained.wikipedia_articles`) were made: the English Wikipedia
 dump gensim ships as test data, every main-namespace page that is not a redirect and keeps more than 200 characters
-after `strip_wiki_markup`. tests/test_demo.py checks the shipped texts are this recipe's output, where gensim's
+after `strip_wiki_markup`. tests/cli/test_demo.py checks the shipped texts are this recipe's output, where gensim's
 test data is installed (``pip install --no-deps gensim``).
 
     python -m benchmarks.make_wikipedia_articles   # prints the number of articles and whether they match

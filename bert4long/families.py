@@ -56,7 +56,7 @@ def with_defaults(rows, **defaults):
 @dataclass(frozen=True)
 class TinyCheckpoint:
     """A family's tiny test checkpoint (written by tests/conftest.py) and the independent model the family suite
-    checks its outputs against (tests/test_family_suite.py).
+    checks its outputs against (tests/families/test_family_suite.py).
 
     Args:
         writer: ``"google"``: a Google-layout checkpoint (`bert4long.testing.write_tiny_checkpoint`); else a Hugging

@@ -1,7 +1,7 @@
 """Which precision and compile path run fastest here, from what the machine has.
 
 `auto` (``--precision auto``) is decided by the hardware, by the rule the benchmarks measured
-(benchmarks/results/train.json and serving.json; `tests/test_precision.py` holds the rule to them):
+(benchmarks/results/train.json and serving.json; `tests/training/test_precision.py` holds the rule to them):
 
 ========================================  ===============  ====================================
 where                                     precision        training step

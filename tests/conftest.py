@@ -7,6 +7,7 @@ from dataclasses import dataclass  # noqa: E402
 
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
+import tiny_runs  # noqa: E402
 
 from bert4long.families import Family, family  # noqa: E402
 
@@ -195,6 +196,26 @@ def tiny_family(tmp_path_factory):
             written[declared.name] = tiny_writer(declared)(declared, folder)
         return written[declared.name]
     return get
+
+
+@pytest.fixture(scope="module")
+def data(tmp_path_factory):
+    """The inputs of the tiny CLI runs (`tiny_runs`: a corpus folder, classify and multi-label .jsonl) and a victim
+    folder outside every run; a module that defines its own ``data`` uses that."""
+    root = tmp_path_factory.mktemp("untried")
+    corpus = root / "corpus"
+    corpus.mkdir()
+    for d in range(6):
+        (corpus / f"doc{d}.txt").write_text(" ".join(f"w{(i * (d + 3)) % 40}" for i in range(80)))
+    victim = root / "victim"
+    victim.mkdir()
+    (victim / "victim.txt").write_text("the user's file")
+    return {"root": root, "corpus": corpus, "victim": victim,
+            "train": tiny_runs.write_lines(root / "train.jsonl", [{"text": f"w{i} w{i + 1} w{i + 2}",
+                                                                   "label": "ab"[i % 2]} for i in range(8)]),
+            "multi": tiny_runs.write_lines(root / "multi.jsonl", [{"text": f"w{i} w{i + 3}",
+                                                                   "labels": [["a"], ["b"], ["a", "b"]][i % 3]}
+                                                                  for i in range(9)])}
 
 
 def pytest_addoption(parser):

@@ -2,7 +2,7 @@
 
 The lowest level of the package: modules here import only Keras, TensorFlow and
 NumPy (and the package's other foundations), never `bert4long.attention`, `bert4long.layers` or `bert4long.backend`
-(tests/test_import_graph.py holds the rule).
+(tests/house/test_import_graph.py holds the rule).
 
 * `bert4long.ops.dropout`: seeded dropout and the `Recompute` wrapper.
 * `bert4long.ops.positions`: sinusoids, rotary and relative position encodings.
