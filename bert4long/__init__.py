@@ -12,7 +12,7 @@ alone (its classes' modules ran to build it); in a fresh process, call
 
 The model, its position extensions and attention kernels run on every Keras 3 backend
 (``KERAS_BACKEND`` tensorflow, jax or torch, with TensorFlow's numbers), from Hugging Face
-folders with no TensorFlow installed; reading Google TF checkpoints needs TensorFlow, and the
+folders and Google TF checkpoints with no TensorFlow installed; the
 ``tf.data`` pipelines, SavedModel export, raw-text serving, ``tf.distribute`` and the training
 commands run on it alone (elsewhere they refuse in one line: `bert4long.tensorflow_only`).
 

@@ -4,20 +4,19 @@ Every checkpoint bert4long loads is read through one protocol, `WeightReader`, w
 `CheckpointReader` (a TensorFlow checkpoint, here) and `bert4long.checkpoints.safetensors_io.SafetensorsReader` (a Hugging
 Face ``model.safetensors``, under the names its family's table gives).
 
-TF checkpoints are read with `tf.train.load_checkpoint` and written with the
-`SaveV2` op, so what bert4long writes is a standard TF checkpoint
-(``prefix.index`` + ``prefix.data-00000-of-00001``, or several data shards) that Google's code, Hugging
-Face's converters and `tf.train.list_variables` read by its original names. TensorFlow is imported when such a
-checkpoint is read or written (`tensorflow_for`), never before: the protocol and the Hugging Face folders load
-without it.
+TF checkpoints are read and written in TensorFlow's own file format (``prefix.index`` + ``prefix.data-00000-of-00001``,
+or several data shards) with NumPy alone (`bert4long.checkpoints.tensor_bundle`), so Google's checkpoints load on
+JAX or PyTorch with no TensorFlow installed, and what bert4long writes is a standard TF checkpoint that Google's code,
+Hugging Face's converters and `tf.train.list_variables` read by its original names.
 """
 import errno
 import os
+import re
 
 import numpy as np
 
+from bert4long.checkpoints.tensor_bundle import BundleReader, write_bundle
 from bert4long.output_folders import is_disk_full, note_written, temporary
-from bert4long.tensorflow_only import TensorFlowRequired
 
 OPTIMIZER_SLOT_SUFFIXES = ("/adam_m", "/adam_v", "/Adam", "/Adam_1", "/LAMB", "/LAMB_1")
 CHECKPOINT_FILENAMES = ("bert_model.ckpt", "albert_model.ckpt", "model.ckpt")
@@ -66,32 +65,6 @@ def check_finite(value, where):
                          "its training diverged: use an intact copy, or one saved before the loss became NaN.")
 
 
-def tensorflow_for(prefix, writing=False):
-    """TensorFlow, to read (``writing``: write) the checkpoint at ``prefix``; where it does not import, a one-line
-    `bert4long.tensorflow_only.TensorFlowRequired` naming the file and the way around it.
-
-    >>> tensorflow_for("bert_model.ckpt").__name__
-    'tensorflow'
-    """
-    try:
-        import tensorflow as tf
-    except ImportError as error:
-        folder = os.path.dirname(os.path.abspath(prefix))
-        if writing:
-            raise TensorFlowRequired(
-                f"Writing the TensorFlow checkpoint {prefix!r} needs TensorFlow (pip install tensorflow), which does not "
-                f"import here ({error}); a Hugging Face folder is written without it "
-                "(bert4long.checkpoints.hf_folder.write_huggingface_folder).") from None
-        raise TensorFlowRequired(
-            f"{prefix!r} is a Google TensorFlow checkpoint: reading it needs TensorFlow (pip install tensorflow), which "
-            f"does not import here ({error}). Or convert it once, where TensorFlow is installed, to a Hugging Face folder "
-            "that loads without it (BERT, RoBERTa and XLM-RoBERTa layouts; copy vocab.txt into it): python -c \"from "
-            "bert4long.models import build_transformer_model as b; from bert4long.checkpoints.hf_folder import "
-            f"write_huggingface_folder as w; w(b('{os.path.join(folder, 'bert_config.json')}', '{prefix}', "
-            f"return_keras_model=False), '{folder}-hf')\"") from None
-    return tf
-
-
 class MissingCheckpointVariableError(ValueError, KeyError):
     """A variable the model needs is not in the checkpoint; ``name`` is that variable's checkpoint name.
 
@@ -130,7 +103,7 @@ def resolve_checkpoint(path):
         for name in CHECKPOINT_FILENAMES:
             if os.path.isfile(os.path.join(path, name + ".index")):
                 return os.path.join(path, name)
-        latest = tensorflow_for(path).train.latest_checkpoint(path)
+        latest = latest_checkpoint(path)
         if latest:
             return latest
         indexes = sorted(f for f in os.listdir(path) if f.endswith(".index"))
@@ -146,6 +119,27 @@ def resolve_checkpoint(path):
         "checkpoint files (for 'bert_model.ckpt.index' and 'bert_model.ckpt.data-00000-of-00001' "
         "pass '.../bert_model.ckpt') or the folder that holds them."
     )
+
+
+def latest_checkpoint(folder):
+    """The prefix the ``checkpoint`` file of ``folder`` names as the newest (``model_checkpoint_path``, relative to
+    the folder unless absolute), when it names one whose index is there; else None.
+
+    >>> import os, tempfile
+    >>> folder = tempfile.mkdtemp()
+    >>> _ = open(os.path.join(folder, "checkpoint"), "w").write('model_checkpoint_path: "model.ckpt-20"\\n')
+    >>> latest_checkpoint(folder) is None   # (its index is not there)
+    True
+    """
+    try:
+        with open(os.path.join(folder, "checkpoint"), encoding="utf-8") as f:
+            found = re.search(r'^model_checkpoint_path:\s*"((?:[^"\\]|\\.)*)"', f.read(), re.M)
+    except (OSError, UnicodeDecodeError):
+        return None
+    if found is None:
+        return None
+    prefix = os.path.join(folder, re.sub(r"\\(.)", r"\1", found.group(1)))   # (a text proto's escapes)
+    return prefix if os.path.isfile(prefix + ".index") else None
 
 
 class WeightReader:
@@ -231,16 +225,12 @@ class CheckpointReader(WeightReader):
 
     def __init__(self, path):
         self.prefix = resolve_checkpoint(path)
-        tf = tensorflow_for(self.prefix)
         try:
-            self._reader = tf.train.load_checkpoint(self.prefix)
-        except Exception as error:  # corrupt or truncated files
-            raise ValueError(f"Cannot read checkpoint {self.prefix!r}: {error}") from error
-        self.shapes = {
-            name: tuple(shape)
-            for name, shape in self._reader.get_variable_to_shape_map().items()
-            if not name.endswith(OPTIMIZER_SLOT_SUFFIXES)
-        }
+            self._reader = BundleReader(self.prefix)
+        except (ValueError, OSError, IndexError, KeyError) as error:  # corrupt or truncated files
+            raise ValueError(f"Cannot read checkpoint {self.prefix!r}: {error}") from None
+        self.shapes = {name: shape for name, shape in self._reader.shapes.items()
+                       if not name.endswith(OPTIMIZER_SLOT_SUFFIXES)}
 
     def __contains__(self, name):
         return name in self.shapes
@@ -262,8 +252,8 @@ class CheckpointReader(WeightReader):
 
     def _read(self, name):
         try:
-            value = self._reader.get_tensor(name)
-        except (IndexError, tensorflow_for(self.prefix).errors.OpError) as error:   # a short read, a bad checksum, ...
+            value = self._reader.get(name)
+        except (ValueError, OSError) as error:   # a short read, a bad checksum, ...
             files = " / ".join(map(repr, self.data_files())) or repr(self.prefix + ".data-*")
             raise ValueError(
                 f"Checkpoint data file {files} is damaged or truncated: reading {name!r} failed "
@@ -274,7 +264,7 @@ class CheckpointReader(WeightReader):
 
     def check(self):
         """Read every variable once (optimizer slots too), so a damaged data file is found now (`ValueError`)."""
-        for name in self._reader.get_variable_to_shape_map():
+        for name in self._reader.shapes:
             self._read(name)
 
     def close(self):
@@ -315,26 +305,13 @@ def write_checkpoint(prefix, variables, max_shard_bytes=None):
     (4,)
     """
     prefix = os.path.abspath(os.fspath(prefix))
-    tf = tensorflow_for(prefix, writing=True)
     directory = os.path.dirname(prefix)
     os.makedirs(directory, exist_ok=True)
-    names = sorted(variables)
     with temporary(directory, ".tmp-ckpt-", folder=True) as tmp_dir:
-        tmp_prefix = os.path.join(tmp_dir, os.path.basename(prefix))
-        shards = _shards(names, variables, max_shard_bytes)
         try:
-            for index, shard in enumerate(shards):
-                tf.raw_ops.SaveV2(
-                    prefix=tmp_prefix if len(shards) == 1 else os.path.join(tmp_dir, f"part-{index:05d}"),
-                    tensor_names=shard,
-                    shape_and_slices=[""] * len(shard),
-                    tensors=[tf.convert_to_tensor(np.asarray(variables[n])) for n in shard],
-                )
-            if len(shards) > 1:   # one index over the parts, renamed prefix.data-0000i-of-0000n
-                tf.raw_ops.MergeV2Checkpoints(
-                    checkpoint_prefixes=[os.path.join(tmp_dir, f"part-{i:05d}") for i in range(len(shards))],
-                    destination_prefix=tmp_prefix)
-        except tf.errors.OpError as error:
+            write_bundle(os.path.join(tmp_dir, os.path.basename(prefix)), variables,
+                         _shards(sorted(variables), variables, max_shard_bytes))
+        except OSError as error:
             if not is_disk_full(error):
                 raise
             raise OSError(errno.ENOSPC, f"Could not write the checkpoint {prefix!r}: the disk is full (no file "

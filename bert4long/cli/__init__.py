@@ -60,8 +60,7 @@ COMMANDS = {
 CHECKS = {"pretrain": check_pretrain_arguments, "finetune": check_finetune_arguments,
           "evaluate": check_evaluate_arguments, "export": check_export_arguments, "predict": check_predict_arguments}
 # The commands that run on TensorFlow alone: why, and what to use where Keras runs another backend (the command is
-# refused before it reads anything). info, extend and convert run on any backend; a Google checkpoint they read or
-# write needs TensorFlow installed.
+# refused before it reads anything). info, extend and convert run on any backend, TensorFlow installed or not.
 PYTHON_API = "use the Python API (bert4long.build_transformer_model + model.fit)"
 TENSORFLOW_COMMANDS = {
     "pretrain": ("trains through tf.data and resumable tf.train checkpoints", PYTHON_API),

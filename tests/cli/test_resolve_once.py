@@ -25,38 +25,35 @@ WATCHED = ("config_family", "family_of_model_type", "family", "check_pretrain_ar
 
 @contextlib.contextmanager
 def count_reads(folder):
-    """``Counter`` of ``"config"`` (reads of a config file in ``folder``) and ``"checkpoint"`` (checkpoint
-    files of ``folder`` opened by TensorFlow or safetensors) while the block runs."""
+    """``Counter`` of ``"config"`` (reads of a config file in ``folder``) and ``"checkpoint"`` (checkpoints of
+    ``folder`` opened: a TF checkpoint's ``.index``, read once by its reader, or a ``model.safetensors``) while the
+    block runs."""
     import safetensors
-    import tensorflow as tf
 
     folder = os.path.realpath(folder)
     counts = collections.Counter()
     inside = lambda path: os.path.realpath(os.fspath(path)).startswith(folder + os.sep)  # noqa: E731
-    real_open, real_load, real_safe_open = builtins.open, tf.train.load_checkpoint, safetensors.safe_open
+    real_open, real_safe_open = builtins.open, safetensors.safe_open
 
     def counted_open(file, mode="r", *args, **kwargs):
-        if isinstance(file, (str, os.PathLike)) and "r" in mode and inside(file) \
-                and os.path.basename(os.fspath(file)) in CONFIG_NAMES:
-            counts["config"] += 1
+        if isinstance(file, (str, os.PathLike)) and "r" in mode and inside(file):
+            name = os.path.basename(os.fspath(file))
+            if name in CONFIG_NAMES or name.endswith(".index"):
+                counts["config" if name in CONFIG_NAMES else "checkpoint"] += 1
         return real_open(file, mode, *args, **kwargs)
 
-    def counted_load(path, *args, **kwargs):
-        counts["checkpoint"] += inside(path)
-        return real_load(path, *args, **kwargs)
-
     def counted_safe_open(path, *args, **kwargs):
-        counts["checkpoint"] += inside(path)
+        if inside(path):
+            counts["checkpoint"] += 1
         return real_safe_open(path, *args, **kwargs)
 
-    builtins.open, tf.train.load_checkpoint, safetensors.safe_open = counted_open, counted_load, counted_safe_open
+    builtins.open, safetensors.safe_open = counted_open, counted_safe_open
     try:
         yield counts
     finally:
-        builtins.open, tf.train.load_checkpoint, safetensors.safe_open = real_open, real_load, real_safe_open
+        builtins.open, safetensors.safe_open = real_open, real_safe_open
 
 
-@contextlib.contextmanager
 def count_calls(names=WATCHED):
     """``Counter`` of ``"module.function"`` for the bert4long functions named ``names`` called in the block
     (a profile hook: slow, for the report, not for tests)."""
