@@ -97,10 +97,13 @@ def mapped_weights(model, mapping):
             yield layer_name, path, variable, ckpt_name, transform
 
 
-def load_mapped_weights(builder, reader):
-    """Assign every weight of ``builder``'s mapping from ``reader``: a missing variable raises
-    `MissingCheckpointVariableError`, a shape mismatch ``ValueError`` naming the config key that differs."""
+def load_mapped_weights(builder, reader, without=()):
+    """Assign every weight of ``builder``'s mapping from ``reader`` (the layers named in ``without`` left as they are):
+    a missing variable raises `MissingCheckpointVariableError`, a shape mismatch ``ValueError`` naming the config key
+    that differs."""
     for layer_name, path, variable, ckpt_name, transform in builder._mapped_weights():
+        if layer_name in without:
+            continue
         if ckpt_name not in reader:
             raise MissingCheckpointVariableError(ckpt_name, missing_message(builder, reader, layer_name, path, ckpt_name))
         value = to_layer(reader.get(ckpt_name), transform, builder.keep_tokens)
@@ -262,13 +265,14 @@ def open_checkpoint(path, family=None, config=None):
     return CheckpointReader(path)
 
 
-def load_weights(builder, checkpoint, partial_load=False):
+def load_weights(builder, checkpoint, partial_load=False, without=()):
     """Load ``builder``'s weights from ``checkpoint`` (a path or an open `WeightReader`): open it through the
-    builder's format, assign every mapped weight (`load_mapped_weights`), then check that configuration and
-    checkpoint agree (`check_checkpoint_matches`; with ``partial_load`` a warning), and let layers derive
-    weights from the loaded ones (``after_weights_loaded``). The one loader of every family."""
+    builder's format, assign every mapped weight but those of the layers named in ``without``
+    (`load_mapped_weights`), then check that configuration and checkpoint agree (`check_checkpoint_matches`; with
+    ``partial_load`` a warning), and let layers derive weights from the loaded ones (``after_weights_loaded``). The one
+    loader of every family."""
     reader = builder.open_checkpoint(checkpoint)
-    load_mapped_weights(builder, reader)
+    load_mapped_weights(builder, reader, without)
     check_checkpoint_matches(builder, reader, partial_load)
     for layer in builder.model.layers:  # layers that derive weights from loaded ones (attention kernels)
         if hasattr(layer, "after_weights_loaded"):
@@ -384,8 +388,9 @@ class CheckpointIO:
         class method, since reading a checkpoint needs no built model."""
         return open_checkpoint(checkpoint_path, cls.family)
 
-    def load_weights_from_checkpoint(self, checkpoint_path, partial_load=False):
-        """Load every mapped weight by its checkpoint name, checking that config and checkpoint agree.
+    def load_weights_from_checkpoint(self, checkpoint_path, partial_load=False, without=()):
+        """Load every mapped weight by its checkpoint name (but the layers named in ``without``, which keep their
+        weights), checking that config and checkpoint agree.
 
         ``checkpoint_path``: a checkpoint (prefix or folder), a Hugging Face folder, or a reader already open
         (`open_checkpoint`).
@@ -406,7 +411,7 @@ class CheckpointIO:
         >>> bert = build_transformer_model("bert_config.json", return_keras_model=False)  # doctest: +SKIP
         >>> bert.load_weights_from_checkpoint("bert_model.ckpt")  # doctest: +SKIP
         """
-        load_weights(self, checkpoint_path, partial_load)
+        load_weights(self, checkpoint_path, partial_load, without)
 
     def check_checkpoint_matches(self, reader, partial_load=False):
         """Raise ``ValueError`` where ``reader``'s checkpoint and this configuration disagree (see

@@ -93,13 +93,8 @@ def build_mlm_model(
                         for layer in HEAD_LAYERS for target in mapping.get(layer, {}).values()}
                 if error.name not in head:  # (Google names: cls/predictions/...; Longformer: lm_head.*)
                     raise
-                has_head = False
-                encoder = build_transformer_model(   # a source: its reader again
-                    source or config_path, None if source else checkpoint_path, partial_load=partial_load,
-                    **{k: v for k, v in kwargs.items() if k not in ("recompute",)})
-                for layer in encoder.layers:
-                    if layer.weights:
-                        builder.model.get_layer(layer.name).set_weights(layer.get_weights())
+                has_head = False   # the encoder's weights loaded, the head's left as initialized (one build)
+                builder.load_weights_from_checkpoint(checkpoint_path, partial_load=partial_load, without=HEAD_LAYERS)
     return builder.model, builder, has_head
 
 

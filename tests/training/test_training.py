@@ -40,6 +40,28 @@ def test_short_mlm_run_lowers_loss(tiny_bert, rng):
     assert last < 0.9 * first, history.history
 
 
+def test_a_checkpoint_without_an_mlm_head_loads_its_encoder_into_one_build(tiny_bert, tmp_path, monkeypatch):
+    """A Google checkpoint with the ``cls/`` head removed: the encoder's weights are the file's, the head starts as
+    BERT initialises it (LayerNorm 1/0, output bias 0), and the model is built once (was: a second encoder, built to
+    copy its weights)."""
+    from bert4long.checkpoints.tf_format import CheckpointReader, write_checkpoint
+    from bert4long.training import mlm
+
+    config, checkpoint, _ = tiny_bert
+    full = CheckpointReader(checkpoint)
+    headless = str(tmp_path / "bert_model.ckpt")
+    write_checkpoint(headless, {name: full.get(name) for name in full.names() if not name.startswith("cls/")})
+    builds = []
+    monkeypatch.setattr(mlm, "build_transformer_model",
+                        lambda *args, **kwargs: builds.append(args) or build_transformer_model(*args, **kwargs))
+    model, builder, has_head = build_mlm_model(config, headless)
+    assert not has_head and len(builds) == 1
+    query = next(w for w in model.weights if w.path == "Transformer-0-MultiHeadSelfAttention/query/kernel")
+    np.testing.assert_array_equal(query.numpy(), full.get("bert/encoder/layer_0/attention/self/query/kernel"))
+    gamma, beta = model.get_layer("MLM-Norm").get_weights()
+    assert (gamma == 1).all() and (beta == 0).all() and (model.get_layer("MLM-Bias").get_weights()[0] == 0).all()
+
+
 def test_loss_and_accuracy_count_masked_positions_only(tiny_bert):
     config, checkpoint, _ = tiny_bert
     model, _, _ = build_mlm_model(config, checkpoint)
