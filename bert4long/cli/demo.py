@@ -194,7 +194,7 @@ def _explain(counts, args, data):
                      f"{100 * gain:+.1f} ± {100 * error:.1f} points" + (
                          f": below, because {args.steps} steps have not yet taught the model to read positions "
                          f"{n}+ as well as its trained ones (whether more --steps close the gap: docs/results.md "
-                         "follows it over 1,000 steps on a real BERT)" if gain < 0 else
+                         "follows it over 1,000 steps on a 6-layer MiniLM)" if gain < 0 else
                          ": the model uses the context beyond its trained length" if gain > 2 * error else ""))
     for region, where, why in (("lt", f"< {n}", f"these tokens now also attend to tokens at positions {n}+, which "
                                 "the model has never seen"),
@@ -266,6 +266,6 @@ def run_demo(args, resolved):
     write_text_atomically(os.path.join(out, RESULTS), json.dumps(results))
     print(f"\nSaved {out} ({folder_bytes(out) / 2**20:.1f} MB): the model after {args.steps} steps with hierarchical "
           f"positions (bert_model.ckpt.*, bert_config.json, vocab), {RESULTS}.\n"
-          "The study on a real BERT (MiniLM, 2-4x, zero-shot and trained): docs/results.md in the bert4long repository.\n"
+          "The study on a 6-layer MiniLM (2-4x, zero-shot and trained): docs/results.md in the bert4long repository.\n"
           "The same comparison on your own checkpoint and corpus (the last 10% of the documents held out):\n"
           "  bert4long pretrain --demo --checkpoint YOUR_FOLDER/bert_model.ckpt --corpus YOUR_TEXTS/ --out my_comparison")
