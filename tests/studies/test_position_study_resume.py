@@ -120,10 +120,13 @@ def test_report_states_shares_errors_and_claims(tmp_path):
     assert "α = 0.4 is the best choice (the post): **not decided** — it needs per-token records" in text
     assert "| hierarchical-0.4 | 100 of 1000 |" in text
     # 0.52 over 400 against 0.5 over 400: within 2 * sqrt(0.52 * 0.48 / 400 + 0.5 * 0.5 / 400) = 7.1 points
-    assert "(the post): **confirmed** (back: from that step on" in text
-    assert "hierarchical-0.4 back at step 100 (above beyond noise: not by 100)" in text
+    # the post says "back above": within noise is not above beyond noise
+    assert "(the post): **above: not shown** (within noise: hierarchical-0.4 from step 100)" in text
+    assert ("hierarchical-0.4: first at or above it at step 100, within noise from step 100, above beyond noise: not "
+            "by 100; at step 100 52.0 ± 2.5% long") in text   # sqrt(0.52 * 0.48 / 400) = 2.50 points
     # 0.3 is 20 points below 0.5, far beyond 2 * sqrt(0.3 * 0.7 / 400 + 0.5 * 0.5 / 400) = 6.8 points
-    assert "; copy not back by step 100 (30.0 ± 2.3%)" in text   # sqrt(0.3 * 0.7 / 400) = 2.29 points
+    assert ("copy: first at or above it not by 100, within noise not by 100, above beyond noise: not by 100; at step "
+            "100 30.0 ± 2.3% long") in text   # sqrt(0.3 * 0.7 / 400) = 2.29 points
 
 
 def write_records(folder, method, correct, seed):
@@ -312,9 +315,13 @@ def test_paired_difference_is_the_clustered_error_of_token_differences():
 
 
 @pytest.mark.parametrize("accuracies, expected", [
-    ([0.40, 0.49, 0.50], "step 200 (above beyond noise: not by 300)"),   # 0.40 is 10 points below: beyond 2 * 3.5
-    ([0.49, 0.40, 0.60], "step 300 (above beyond noise: step 300)"),     # fell back at 200: back only from 300
-    ([0.40, 0.41, 0.42], "not by 300"),
+    ([0.40, 0.49, 0.50], "first at or above it at step 300, within noise from step 200, above beyond noise: not by "
+                         "300"),   # 0.40 is 10 points below: beyond 2 * 3.5
+    ([0.49, 0.40, 0.60], "first at or above it at step 300, within noise from step 300, above beyond noise: step "
+                         "300"),   # fell back at 200: within noise only from 300
+    ([0.52, 0.46, 0.48], "first at or above it at step 100, within noise from step 100, above beyond noise: not by "
+                         "300"),   # crossed at once, then below the level but within noise
+    ([0.40, 0.41, 0.42], "first at or above it not by 300, within noise not by 300, above beyond noise: not by 300"),
 ])
 def test_recovery_allows_for_noise(accuracies, expected):
     """Level 0.5 on 400 predictions, points on 400: two errors of the difference ≈ 2 * sqrt(2 * 0.25 / 400) = 7.1
