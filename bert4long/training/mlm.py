@@ -27,7 +27,6 @@ import numpy as np
 
 from bert4long.checkpoints.huggingface import is_huggingface_folder
 from bert4long.checkpoints.source import Source
-from bert4long.checkpoints.tf_format import MissingCheckpointVariableError
 from bert4long.models import Transformer, build_transformer_model
 from bert4long.precision import default_precision
 from bert4long.training.optim import loss_scaled
@@ -85,16 +84,14 @@ def build_mlm_model(
         )
         has_head = True
         if checkpoint_path is not None:
-            try:
-                builder.load_weights_from_checkpoint(checkpoint_path, partial_load=partial_load)
-            except MissingCheckpointVariableError as error:
-                mapping = builder.variable_mapping()
-                head = {target if isinstance(target, str) else target[0]
-                        for layer in HEAD_LAYERS for target in mapping.get(layer, {}).values()}
-                if error.name not in head:  # (Google names: cls/predictions/...; Longformer: lm_head.*)
-                    raise
-                has_head = False   # the encoder's weights loaded, the head's left as initialized (one build)
-                builder.load_weights_from_checkpoint(checkpoint_path, partial_load=partial_load, without=HEAD_LAYERS)
+            reader = builder.open_checkpoint(checkpoint_path)
+            mapping = builder.variable_mapping()
+            head = {target if isinstance(target, str) else target[0]   # (Google: cls/predictions/...; lm_head.*)
+                    for layer in HEAD_LAYERS for target in mapping.get(layer, {}).values()}
+            has_head = all(name in reader for name in head)
+            # without a head in the file: the encoder's weights loaded, the head's left as initialized (one load)
+            builder.load_weights_from_checkpoint(reader, partial_load=partial_load,
+                                                 without=() if has_head else HEAD_LAYERS)
     return builder.model, builder, has_head
 
 
